@@ -1,0 +1,42 @@
+# distlab: `make run` executes every notebook at smoke scale; `make test` runs the checks.
+# Both create or refresh .venv first (env/setup.sh; idempotent).
+
+VENV   := .venv
+PY     := $(VENV)/bin/python
+CACHE  := $(HOME)/.cache/distlab
+
+# Keep every tool's state inside the repo, the temp dir or ~/.cache/distlab.
+export DISTLAB_CACHE       ?= $(CACHE)
+export PIP_CACHE_DIR       ?= $(CACHE)/pip
+export IPYTHONDIR          ?= $(CACHE)/ipython
+export JUPYTER_RUNTIME_DIR ?= $(CACHE)/jupyter/runtime
+export JUPYTER_DATA_DIR    ?= $(CACHE)/jupyter/data
+export KERAS_HOME          ?= $(CACHE)/keras
+export MPLCONFIGDIR        ?= $(CACHE)/matplotlib
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+export PYTHONUNBUFFERED    := 1
+
+.PHONY: setup run test lint lab bench clean
+
+setup:
+	@env/setup.sh
+
+run: setup
+	$(PY) -m lab notebooks --scale smoke
+
+lint: setup
+	$(VENV)/bin/ruff check lab tests
+	$(VENV)/bin/ruff format --check lab tests
+
+test: lint
+	$(PY) -m pytest
+
+lab: setup
+	$(PY) -m ipykernel install --sys-prefix --name distlab --display-name "distlab (.venv)"
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=$(CURDIR) notebooks
+
+bench: setup
+	$(PY) -m lab bench
+
+clean:
+	rm -rf .pytest_cache .ruff_cache

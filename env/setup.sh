@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Create or refresh distlab's virtual environment (.venv). Idempotent: when nothing it
+# depends on changed, it checks and returns in seconds.
+#
+# Steps: system packages the tests need (sshd, chromium, iproute2; root + apt only),
+# the pinned Python packages, Horovod from the cached wheel (env/build_horovod.sh builds
+# it once per version set), and distlab itself in editable mode.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv=${VENV:-.venv}
+python=${PYTHON:-python3}
+cache=${DISTLAB_CACHE:-$HOME/.cache/distlab}
+export PIP_CACHE_DIR=${PIP_CACHE_DIR:-$cache/pip}
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
+log() { printf '[setup] %s\n' "$*"; }
+
+# -- system packages (only what is missing; never fatal when we cannot install) --------
+missing=()
+[ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+command -v ssh-keygen >/dev/null || missing+=(openssh-client)
+command -v chromium >/dev/null || missing+=(chromium)
+command -v ip >/dev/null && command -v tc >/dev/null || missing+=(iproute2)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    log "installing system packages: ${missing[*]}"
+    timeout 900 apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive timeout 1200 apt-get install -y -qq --no-install-recommends \
+      "${missing[@]}" >/dev/null
+  else
+    log "warning: missing ${missing[*]}; tests that need them will be skipped"
+  fi
+fi
+
+# -- Python environment --------------------------------------------------------------
+want=$(cat requirements.txt pyproject.toml env/setup.sh env/build_horovod.sh | sha256sum | cut -c1-16)
+stamp="$venv/.distlab-setup"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] \
+   && "$venv/bin/python" -c 'import lab, horovod, papermill' 2>/dev/null; then
+  log "$venv is up to date"
+  exit 0
+fi
+
+[ -x "$venv/bin/python" ] || { log "creating $venv"; "$python" -m venv "$venv"; }
+pip=("$venv/bin/python" -m pip)
+log "installing pinned packages (requirements.txt)"
+reqs=$(mktemp)
+trap 'rm -f "$reqs"' EXIT
+grep -v '^horovod==' requirements.txt > "$reqs"
+timeout 3600 "${pip[@]}" install --quiet -r "$reqs"
+
+log "Horovod: cached wheel, or a one-time build"
+wheel=$(env/build_horovod.sh "$venv" | tail -n 1)
+timeout 600 "${pip[@]}" install --quiet --no-deps --force-reinstall "$wheel"
+"$venv/bin/python" - <<'PY'
+import importlib.util, pathlib, sys
+spec = importlib.util.find_spec("horovod")
+root = pathlib.Path(spec.origin).parent
+if not list(root.glob("tensorflow/mpi_lib*.so")):
+    sys.exit(f"Horovod at {root} has no TensorFlow ops: a hollow build; remove the cached wheel")
+PY
+
+timeout 600 "${pip[@]}" install --quiet --no-deps --no-build-isolation -e .
+echo "$want" > "$stamp"
+log "done: $("$venv/bin/python" -c 'import lab; print("distlab", lab.__version__)')"

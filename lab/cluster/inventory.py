@@ -1,0 +1,311 @@
+"""Where ranks may run: hosts, their slots and GPUs, and the rank-to-slot assignment.
+
+Pure: parses host strings, hostfiles and cluster profiles into frozen dataclasses and
+assigns ranks to slots. Nothing here starts a process or touches the network.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lab.errors import HostSpecError
+
+LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "local"})
+PROFILE_DIR = Path(__file__).resolve().parents[2] / "env" / "clusters"
+_HOST_RE = re.compile(r"^[A-Za-z0-9_.\-\[\]:@]+$")
+
+
+@dataclass(frozen=True)
+class Host:
+    """One machine ranks can be placed on.
+
+    Args:
+        name: the name ranks are placed by, and that SSH reaches (an ~/.ssh/config alias
+            works); "localhost" runs ranks as local processes.
+        slots: how many ranks it holds.
+        gpus: GPUs on it (0 on CPU hosts); local ranks get CUDA_VISIBLE_DEVICES from these.
+        address: address other ranks reach it at, when it differs from ``name``.
+        ssh_port, ssh_user: how to reach it, when ~/.ssh/config does not say.
+        python: the Python interpreter to run workloads with on that host.
+        workdir: the directory ranks start in on that host.
+        namespace: the network namespace it lives in (emulated clusters only).
+    """
+
+    name: str
+    slots: int = 1
+    gpus: int = 0
+    address: str | None = None
+    ssh_port: int | None = None
+    ssh_user: str | None = None
+    python: str | None = None
+    workdir: str | None = None
+    namespace: str | None = None
+
+    @property
+    def is_local(self) -> bool:
+        return self.name in LOCAL_NAMES and self.ssh_port is None
+
+    @property
+    def reach_address(self) -> str:
+        return self.address or ("127.0.0.1" if self.is_local else self.name)
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One rank's place: which host, and its rank numbers in the job."""
+
+    rank: int
+    local_rank: int
+    size: int
+    local_size: int
+    cross_rank: int
+    cross_size: int
+    host: Host
+
+    @property
+    def gpu(self) -> int | None:
+        if self.host.gpus <= 0:
+            return None
+        return self.local_rank % self.host.gpus
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A named set of hosts, with optional emulation settings (see lab.cluster.emulation)."""
+
+    name: str
+    hosts: tuple[Host, ...]
+    python: str | None = None
+    workdir: str | None = None
+    emulated: dict[str, Any] | None = None
+    description: str = ""
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def slots(self) -> int:
+        return sum(h.slots for h in self.hosts)
+
+    @property
+    def is_local(self) -> bool:
+        return all(h.is_local for h in self.hosts) and not self.emulated
+
+    def host_string(self) -> str:
+        """The hosts in the ``h1:4,h2:4`` form that mpirun, horovodrun and kungfu-run take."""
+        return ",".join(f"{h.reach_address}:{h.slots}" for h in self.hosts)
+
+
+def local_cluster(slots: int | None = None) -> Cluster:
+    """This machine alone, with one slot per core unless told otherwise."""
+    n = slots if slots is not None else (os.cpu_count() or 1)
+    return Cluster(name="local", hosts=(Host("localhost", slots=n),))
+
+
+def parse_hosts(spec: str) -> tuple[Host, ...]:
+    """Parse ``h1:4,h2:4`` (slots default to 1) as mpirun's and horovodrun's ``-H`` do."""
+    if not spec or not spec.strip():
+        raise HostSpecError("host string is empty; expected e.g. 'h1:4,h2:4'")
+    hosts: list[Host] = []
+    for item in spec.split(","):
+        item = item.strip()
+        if not item:
+            raise HostSpecError(f"host string {spec!r} has an empty entry")
+        name, sep, slots = item.rpartition(":")
+        if not sep:
+            name, slots = item, "1"
+        if not name or not _HOST_RE.match(name):
+            raise HostSpecError(f"host string {spec!r}: {item!r} is not 'name:slots'")
+        hosts.append(Host(name=name, slots=_positive_int(slots, f"slots of {name!r} in {spec!r}")))
+    _check_unique(hosts, spec)
+    return tuple(hosts)
+
+
+def read_hostfile(path: str | os.PathLike[str]) -> tuple[Host, ...]:
+    """Read an OpenMPI (``h1 slots=4``), MPICH (``h1:4``) or KungFu (``ip slots=4``)
+    hostfile; blank lines and ``#`` comments are skipped, not fatal."""
+    p = Path(path)
+    if not p.is_file():
+        raise HostSpecError(f"hostfile {str(p)!r} does not exist")
+    hosts: list[Host] = []
+    for lineno, raw in enumerate(p.read_text().splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        fields = line.split()
+        name, slots = fields[0], "1"
+        if ":" in name and "=" not in name:
+            name, _, slots = name.rpartition(":")
+        for f in fields[1:]:
+            key, _, value = f.partition("=")
+            if key == "slots":
+                slots = value
+        if not _HOST_RE.match(name):
+            raise HostSpecError(f"{p}:{lineno}: {raw.strip()!r} does not name a host")
+        hosts.append(Host(name=name, slots=_positive_int(slots, f"slots at {p}:{lineno}")))
+    if not hosts:
+        raise HostSpecError(f"hostfile {str(p)!r} names no host")
+    _check_unique(hosts, str(p))
+    return tuple(hosts)
+
+
+def profile_names() -> list[str]:
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
+
+
+def load_profile(name_or_path: str | os.PathLike[str]) -> Cluster:
+    """Load ``env/clusters/NAME.yaml`` by name, or a profile at a path.
+
+    ``local`` (or ``localhost``) always means this machine.
+    """
+    text = str(name_or_path)
+    if text in LOCAL_NAMES:
+        return local_cluster()
+    path = Path(text)
+    if not (path.suffix in (".yaml", ".yml") and path.is_file()):
+        path = PROFILE_DIR / f"{text}.yaml"
+    if not path.is_file():
+        raise HostSpecError(
+            f"cluster profile {text!r} not found; known profiles: "
+            f"{', '.join(['local', *profile_names()])} (or give a path to a .yaml file)"
+        )
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise HostSpecError(f"cluster profile {path}: not valid YAML: {e}") from e
+    return cluster_from_dict(data, default_name=path.stem, source=str(path))
+
+
+def cluster_from_dict(data: dict[str, Any], default_name: str, source: str = "") -> Cluster:
+    """Build a Cluster from a profile's parsed YAML (see env/clusters/example.yaml)."""
+    where = source or default_name
+    if not isinstance(data, dict):
+        raise HostSpecError(f"cluster profile {where}: expected a mapping at top level")
+    known = {"name", "hosts", "python", "workdir", "emulated", "description", "ssh"}
+    unknown = set(data) - known
+    if unknown:
+        raise HostSpecError(
+            f"cluster profile {where}: unknown keys {sorted(unknown)}; allowed: {sorted(known)}"
+        )
+    python, workdir = data.get("python"), data.get("workdir")
+    ssh = data.get("ssh") or {}
+    hosts: list[Host] = []
+    emulated = data.get("emulated")
+    raw_hosts = data.get("hosts")
+    if emulated is not None:
+        if not isinstance(emulated, dict) or int(emulated.get("hosts", 0)) < 1:
+            raise HostSpecError(f"cluster profile {where}: emulated.hosts must be >= 1")
+        n = int(emulated["hosts"])
+        slots = int(emulated.get("slots", 1))
+        hosts = [Host(name=f"h{i + 1}", slots=slots, python=python) for i in range(n)]
+    elif isinstance(raw_hosts, str):
+        hosts = list(parse_hosts(raw_hosts))
+    elif isinstance(raw_hosts, list) and raw_hosts:
+        for i, h in enumerate(raw_hosts):
+            if isinstance(h, str):
+                hosts.extend(parse_hosts(h))
+                continue
+            if not isinstance(h, dict) or "name" not in h:
+                raise HostSpecError(f"cluster profile {where}: hosts[{i}] needs a 'name'")
+            hosts.append(
+                Host(
+                    name=str(h["name"]),
+                    slots=_positive_int(h.get("slots", 1), f"hosts[{i}].slots in {where}"),
+                    gpus=int(h.get("gpus", 0)),
+                    address=h.get("address"),
+                    ssh_port=h.get("ssh_port", ssh.get("port")),
+                    ssh_user=h.get("ssh_user", ssh.get("user")),
+                    python=h.get("python", python),
+                    workdir=h.get("workdir", workdir),
+                )
+            )
+    else:
+        raise HostSpecError(f"cluster profile {where}: 'hosts' (or 'emulated') is required")
+    _check_unique(hosts, where)
+    return Cluster(
+        name=str(data.get("name", default_name)),
+        hosts=tuple(hosts),
+        python=python,
+        workdir=workdir,
+        emulated=emulated,
+        description=str(data.get("description", "")),
+    )
+
+
+def resolve_cluster(
+    hosts: str | None = None, cluster: str | None = None, hostfile: str | None = None
+) -> Cluster:
+    """One entry point for the three ways of naming hosts; at most one may be given."""
+    given = [x for x in (hosts, cluster, hostfile) if x]
+    if len(given) > 1:
+        raise HostSpecError("give only one of hosts (-H), cluster (--cluster), hostfile")
+    if hosts:
+        return Cluster(name="hosts", hosts=parse_hosts(hosts))
+    if hostfile:
+        return Cluster(name=Path(hostfile).stem, hosts=read_hostfile(hostfile))
+    return load_profile(cluster or "local")
+
+
+def allocate(cluster: Cluster, np: int, hosts_order: Sequence[Host] | None = None) -> list[Slot]:
+    """Place ``np`` ranks on the cluster's slots, filling each host in turn (``--map-by slot``)."""
+    if not isinstance(np, int) or np < 1:
+        raise HostSpecError(f"np={np!r} is not allowed; allowed: an integer >= 1")
+    if np > cluster.slots:
+        raise HostSpecError(
+            f"np={np} is more ranks than the {cluster.slots} slots of cluster "
+            f"{cluster.name!r} ({cluster.host_string()})"
+        )
+    placed: list[tuple[Host, int]] = []
+    for host in hosts_order or cluster.hosts:
+        for _ in range(host.slots):
+            if len(placed) < np:
+                placed.append((host, 0))
+    used = _ordered_unique(h for h, _ in placed)
+    per_host = {h: sum(1 for x, _ in placed if x == h) for h in used}
+    seen: dict[Host, int] = {}
+    slots = []
+    for rank, (host, _) in enumerate(placed):
+        local = seen.get(host, 0)
+        seen[host] = local + 1
+        slots.append(
+            Slot(
+                rank=rank,
+                local_rank=local,
+                size=np,
+                local_size=per_host[host],
+                cross_rank=used.index(host),
+                cross_size=len(used),
+                host=host,
+            )
+        )
+    return slots
+
+
+def _ordered_unique(items: Iterable[Host]) -> list[Host]:
+    out: list[Host] = []
+    for item in items:
+        if item not in out:
+            out.append(item)
+    return out
+
+
+def _positive_int(value: Any, what: str) -> int:
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        raise HostSpecError(f"{what}: {value!r} is not a whole number") from None
+    if n < 1:
+        raise HostSpecError(f"{what}: {n} must be >= 1")
+    return n
+
+
+def _check_unique(hosts: Sequence[Host], where: str) -> None:
+    names = [h.name for h in hosts]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise HostSpecError(f"{where}: hosts named more than once: {', '.join(dupes)}")

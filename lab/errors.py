@@ -1,0 +1,85 @@
+"""The lab's exceptions: one base, and errors that carry what a person needs to act."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class LabError(Exception):
+    """Base of every error the lab raises on purpose."""
+
+
+class ParameterError(LabError, ValueError):
+    """A parameter is outside what is allowed; raised before anything starts.
+
+    Args:
+        name: the parameter, as the user spells it.
+        value: what was given.
+        allowed: the allowed values or range, as text.
+    """
+
+    def __init__(self, name: str, value: object, allowed: str) -> None:
+        self.name, self.value, self.allowed = name, value, allowed
+        super().__init__(f"{name}={value!r} is not allowed; allowed: {allowed}")
+
+
+class HostSpecError(LabError, ValueError):
+    """A host string, hostfile or cluster profile is malformed or cannot hold the job."""
+
+
+class LaunchError(LabError):
+    """A job cannot be started: a launcher is missing, a host is unreachable, ..."""
+
+
+@dataclass(frozen=True)
+class RankFailure:
+    """What one failed rank left behind."""
+
+    rank: int
+    host: str
+    pid: int | None
+    exit_code: int | None
+    signal: str | None = None
+    tail: tuple[str, ...] = ()
+    ended_at: float = 0.0
+
+    def describe(self) -> str:
+        how = f"signal {self.signal}" if self.signal else f"exit code {self.exit_code}"
+        return f"rank {self.rank} on {self.host} (pid {self.pid}) ended with {how}"
+
+
+@dataclass
+class RanksFailed(LabError):
+    """A run ended because ranks failed; the earliest failure (the root cause) comes first."""
+
+    failures: list[RankFailure] = field(default_factory=list)
+    run_dir: str | None = None
+    reason: str = "rank failed"
+
+    def __post_init__(self) -> None:
+        self.failures.sort(key=lambda f: (f.ended_at, f.rank))
+        super().__init__(str(self))
+
+    @property
+    def root_cause(self) -> RankFailure | None:
+        return self.failures[0] if self.failures else None
+
+    @property
+    def exit_code(self) -> int:
+        root = self.root_cause
+        if root is None or root.exit_code is None:
+            return 1
+        return root.exit_code
+
+    def __str__(self) -> str:
+        if not self.failures:
+            return f"run failed: {self.reason}"
+        root = self.failures[0]
+        lines = [f"{self.reason}: {root.describe()}"]
+        lines += [f"  | {t}" for t in root.tail]
+        if len(self.failures) > 1:
+            others = ", ".join(str(f.rank) for f in self.failures[1:])
+            lines.append(f"(then ranks {others} ended as the run was torn down)")
+        if self.run_dir:
+            lines.append(f"logs: {self.run_dir}")
+        return "\n".join(lines)

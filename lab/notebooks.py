@@ -1,0 +1,211 @@
+"""Run the lab's notebooks with papermill: the batch runner behind `make run` and the tests.
+
+Every notebook has one cell tagged ``parameters`` holding at least ``scale`` and
+``cluster``; this module injects them, executes each notebook into
+``results/notebooks/<same relative path>``, and reports pass/fail and wall time.
+papermill saves the executed notebook before it raises, so a failed notebook keeps
+every output up to the failing cell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import logging
+import os
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lab import REPO_ROOT
+
+log = logging.getLogger(__name__)
+
+NOTEBOOK_DIR = REPO_ROOT / "notebooks"
+SCALES = ("smoke", "paper")
+DEFAULT_TIMEOUT_S = 900
+
+
+@dataclass(frozen=True)
+class NotebookResult:
+    """How one notebook run went."""
+
+    notebook: Path
+    output: Path
+    ok: bool
+    seconds: float
+    error: str = ""
+
+
+def discover(root: Path = NOTEBOOK_DIR, patterns: Sequence[str] = ()) -> list[Path]:
+    """Every notebook under ``root`` (checkpoints excluded), optionally filtered by globs
+    matched against the path relative to ``root``."""
+    found = sorted(p for p in root.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+    if patterns:
+        found = [
+            p
+            for p in found
+            if any(fnmatch.fnmatch(str(p.relative_to(root)), pat) for pat in patterns)
+        ]
+    return found
+
+
+def parameter_names(notebook: Path) -> list[str]:
+    """The names assigned in the notebook's ``parameters`` cell (used to validate it)."""
+    nb = json.loads(notebook.read_text())
+    cells = [
+        c for c in nb.get("cells", []) if "parameters" in c.get("metadata", {}).get("tags", [])
+    ]
+    if len(cells) != 1:
+        raise ValueError(f"{notebook}: {len(cells)} cells tagged 'parameters'; want exactly 1")
+    import ast
+
+    source = "".join(cells[0]["source"])
+    names = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names += [t.id for t in targets if isinstance(t, ast.Name)]
+    return names
+
+
+def run_notebook(
+    notebook: Path,
+    output: Path,
+    parameters: Mapping[str, Any] | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    kernel_name: str = "python3",
+) -> NotebookResult:
+    """Execute one notebook with papermill; never raises for a cell error (it's reported).
+
+    The kernel starts in the notebook's own folder, so relative paths in a notebook mean
+    the same in JupyterLab and here.
+    """
+    import papermill
+
+    params = dict(parameters or {})
+    accepted = set(parameter_names(notebook))
+    unknown = set(params) - accepted
+    if unknown:
+        raise ValueError(
+            f"{notebook.name}: parameters {sorted(unknown)} are not in its parameters cell "
+            f"({sorted(accepted)})"
+        )
+    output.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    error = ""
+    try:
+        papermill.execute_notebook(
+            str(notebook),
+            str(output),
+            parameters=params,
+            kernel_name=kernel_name,
+            cwd=str(notebook.parent),
+            progress_bar=False,
+            request_save_on_cell_execute=True,
+            execution_timeout=int(timeout),
+            log_output=False,
+        )
+    except Exception as e:  # papermill raises after saving what it has
+        error = _short_error(e)
+    return NotebookResult(notebook, output, not error, time.monotonic() - start, error)
+
+
+def run_notebooks(
+    notebooks: Iterable[Path] | None = None,
+    out_dir: Path | None = None,
+    scale: str = "smoke",
+    cluster: str = "local",
+    timeout: float = DEFAULT_TIMEOUT_S,
+    root: Path = NOTEBOOK_DIR,
+    progress: bool = True,
+) -> list[NotebookResult]:
+    """Run notebooks one after another with a progress bar; return every result."""
+    if scale not in SCALES:
+        from lab.errors import ParameterError
+
+        raise ParameterError("scale", scale, ", ".join(SCALES))
+    paths = list(notebooks) if notebooks is not None else discover(root)
+    out_dir = out_dir or REPO_ROOT / "results" / "notebooks"
+    from tqdm.auto import tqdm
+
+    results = []
+    bar = tqdm(paths, desc="notebooks", unit="nb", disable=not progress)
+    for nb in bar:
+        rel = nb.relative_to(root) if nb.is_relative_to(root) else Path(nb.name)
+        bar.set_postfix_str(str(rel))
+        result = run_notebook(
+            nb, out_dir / rel, {"scale": scale, "cluster": cluster}, timeout=timeout
+        )
+        results.append(result)
+        status = "ok" if result.ok else "FAILED"
+        bar.write(f"{status:6} {result.seconds:7.1f}s  {rel}")
+    return results
+
+
+def summary_table(results: Sequence[NotebookResult], root: Path = NOTEBOOK_DIR) -> str:
+    """A plain-text table of pass/fail and wall time per notebook."""
+    rows = [("notebook", "status", "seconds", "output / error")]
+    for r in results:
+        rel = (
+            str(r.notebook.relative_to(root))
+            if r.notebook.is_relative_to(root)
+            else r.notebook.name
+        )
+        rows.append((rel, "ok" if r.ok else "FAILED", f"{r.seconds:.1f}", r.error or str(r.output)))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3]
+        for row in rows
+    ]
+    passed = sum(r.ok for r in results)
+    lines.append(f"{passed} passed, {len(results) - passed} failed")
+    return "\n".join(lines)
+
+
+def _short_error(e: Exception) -> str:
+    name = getattr(e, "ename", type(e).__name__)
+    value = getattr(e, "evalue", str(e))
+    text = f"{name}: {value}".strip()
+    return text.splitlines()[0][:300] if text else type(e).__name__
+
+
+# -- command line: python -m lab notebooks ---------------------------------------------
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "notebooks",
+        help="execute notebooks with papermill into results/notebooks/",
+        description="Execute every notebook (or those matching --only) at the given scale.",
+    )
+    p.add_argument("--scale", choices=SCALES, default="smoke")
+    p.add_argument("--cluster", default="local", help="cluster profile name or path")
+    p.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="run only notebooks whose path under notebooks/ matches (repeatable)",
+    )
+    p.add_argument(
+        "--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds allowed per cell"
+    )
+    p.add_argument("--out", type=Path, default=None, help="where executed notebooks go")
+    p.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    paths = discover(NOTEBOOK_DIR, args.only)
+    if not paths:
+        print(f"no notebooks match {args.only or '*'} under {NOTEBOOK_DIR}")
+        return 1
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    results = run_notebooks(
+        paths, out_dir=args.out, scale=args.scale, cluster=args.cluster, timeout=args.timeout
+    )
+    print(summary_table(results))
+    return 0 if all(r.ok for r in results) else 1

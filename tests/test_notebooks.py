@@ -1,0 +1,92 @@
+"""Every notebook runs at smoke scale through papermill, and the runner reports failures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from lab.notebooks import NOTEBOOK_DIR, discover, parameter_names, run_notebook, summary_table
+
+NOTEBOOKS = discover()
+
+
+def test_there_are_notebooks() -> None:
+    assert any(p.name == "00_tour.ipynb" for p in NOTEBOOKS)
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: str(p.relative_to(NOTEBOOK_DIR)))
+def test_notebook_conventions(nb: Path) -> None:
+    """One parameters cell with scale and cluster; committed without outputs."""
+    names = parameter_names(nb)
+    assert "scale" in names and "cluster" in names
+    data = json.loads(nb.read_text())
+    for cell in data["cells"]:
+        if cell["cell_type"] == "code":
+            assert not cell.get("outputs"), f"{nb} is committed with outputs"
+            assert cell.get("execution_count") is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: str(p.relative_to(NOTEBOOK_DIR)))
+def test_notebook_runs_at_smoke_scale(nb: Path, tmp_path: Path) -> None:
+    out = tmp_path / nb.name
+    result = run_notebook(nb, out, {"scale": "smoke", "cluster": "local"})
+    assert result.ok, f"{nb.name} failed: {result.error} (executed copy: {out})"
+    executed = nbformat.read(out, as_version=4)
+    errors = [
+        o
+        for c in executed.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "error"
+    ]
+    assert not errors
+
+
+def _notebook(path: Path, *sources: str) -> Path:
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell('scale = "smoke"\ncluster = "local"')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, *(nbformat.v4.new_code_cell(s) for s in sources)]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.mark.slow
+def test_runner_injects_parameters_and_saves_failures(tmp_path: Path) -> None:
+    good = _notebook(tmp_path / "good.ipynb", "print('scale is', scale)")
+    bad = _notebook(
+        tmp_path / "bad.ipynb", "print('before the error')", "raise RuntimeError('boom')"
+    )
+    ok = run_notebook(good, tmp_path / "out" / "good.ipynb", {"scale": "paper"})
+    failed = run_notebook(bad, tmp_path / "out" / "bad.ipynb", {"scale": "smoke"})
+    assert ok.ok and not failed.ok
+    assert "RuntimeError" in failed.error and "boom" in failed.error
+    text = (tmp_path / "out" / "good.ipynb").read_text()
+    assert "scale is paper" in text
+    saved = (tmp_path / "out" / "bad.ipynb").read_text()
+    assert "before the error" in saved  # outputs up to the failure are kept
+    table = summary_table([ok, failed], root=tmp_path)
+    assert "1 passed, 1 failed" in table and "FAILED" in table
+
+
+def test_runner_rejects_unknown_parameters(tmp_path: Path) -> None:
+    nb = _notebook(tmp_path / "p.ipynb", "pass")
+    with pytest.raises(ValueError, match="not in its parameters cell"):
+        run_notebook(nb, tmp_path / "o.ipynb", {"batch": 3})
+
+
+def test_parameters_cell_must_be_unique(tmp_path: Path) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = 1")]
+    nbformat.write(nb, tmp_path / "n.ipynb")
+    with pytest.raises(ValueError, match="0 cells tagged 'parameters'"):
+        parameter_names(tmp_path / "n.ipynb")
