@@ -1,0 +1,108 @@
+"""horovodrun: one launcher process that starts every rank, with the Gloo or MPI controller.
+
+Gloo (the default) needs no MPI: horovodrun starts each rank itself (over SSH for remote
+hosts) and prefixes each line with ``[<rank>]<stdout>:`` or ``[<rank>]<stderr>:`` (no space
+after the colon). With the MPI controller horovodrun runs ``mpirun --tag-output``, whose
+lines read ``[1,<rank>]<stdout>: text``; ``demux`` reads both.
+
+``--disable-cache`` keeps horovodrun from writing its check cache under ~/.horovod.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+
+from lab.cluster.inventory import Slot
+from lab.cluster.launchers.base import Job, Line, ProcessSpec, register
+from lab.cluster.launchers.local import (
+    base_env,
+    check_job,
+    choice_option,
+    find_program,
+    launcher_host,
+)
+from lab.cluster.launchers.mpi import (
+    INSTALL_MPI,
+    check_remote_ssh,
+    mpi_host_list,
+    parse_openmpi_tag,
+)
+from lab.errors import LaunchError
+
+CONTROLLERS = ("gloo", "mpi")
+INSTALL_HOROVOD = (
+    "install Horovod on every node: HOROVOD_WITH_GLOO=1 HOROVOD_WITH_TENSORFLOW=1 "
+    "pip install --no-cache-dir horovod==0.28.1 (needs cmake and a C++ compiler; "
+    "see env/setup.sh)"
+)
+
+_GLOO_TAG = re.compile(r"^\[(\d+)\]<(stdout|stderr)>:(.*)$", re.DOTALL)
+
+
+def parse_gloo_tag(text: str) -> tuple[int, str, str] | None:
+    """(rank, stream, text) from a line horovodrun's Gloo launcher prefixed, or None."""
+    m = _GLOO_TAG.match(text)
+    return None if m is None else (int(m.group(1)), m.group(2), m.group(3))
+
+
+@register("horovod")
+class HorovodLauncher:
+    """horovodrun -np N -H ... --gloo | --mpi.
+
+    Options:
+        controller: "gloo" (default) or "mpi".
+        nic: network interface(s) for Horovod's traffic, e.g. "eth0" (``--network-interfaces``).
+
+    Args:
+        program: the horovodrun to use.
+        as_root: with the MPI controller, pass ``--allow-run-as-root`` to mpirun; default:
+            whether we run as root.
+    """
+
+    name = "horovod"
+
+    def __init__(self, program: str = "horovodrun", as_root: bool | None = None) -> None:
+        self.program = program
+        self.as_root = as_root
+
+    def check(self, job: Job) -> None:
+        if find_program(self.program) is None:
+            raise LaunchError(f"{self.program} not found on PATH; {INSTALL_HOROVOD}")
+        controller = choice_option(job, "controller", "gloo", CONTROLLERS)
+        if controller == "mpi" and find_program("mpirun") is None:
+            raise LaunchError(f"controller='mpi' needs mpirun, which is not on PATH; {INSTALL_MPI}")
+        check_remote_ssh(job, "horovodrun")
+
+    def build(self, job: Job, slots: Sequence[Slot]) -> list[ProcessSpec]:
+        check_job(job, slots)
+        controller = choice_option(job, "controller", "gloo", CONTROLLERS)
+        program = find_program(self.program) or self.program
+        argv = [program, "-np", str(job.np), "-H", mpi_host_list(slots), "--disable-cache"]
+        if controller == "gloo":
+            argv.append("--gloo")
+        else:
+            argv += ["--mpi", "--binding-args=--bind-to none --map-by slot"]
+            as_root = os.geteuid() == 0 if self.as_root is None else self.as_root
+            if as_root:
+                argv.append("--mpi-args=--allow-run-as-root")
+        nic = job.options.get("nic")
+        if nic:
+            argv += ["--network-interfaces", str(nic)]
+        argv += job.command
+        return [
+            ProcessSpec(
+                argv=tuple(argv),
+                env=base_env(job),
+                ranks=tuple(range(job.np)),
+                host=launcher_host(),
+                role="launcher",
+            )
+        ]
+
+    def demux(self, spec: ProcessSpec, stream: str, text: str) -> Line:
+        tagged = parse_gloo_tag(text) or parse_openmpi_tag(text)
+        if tagged is not None and tagged[0] in spec.ranks:
+            return Line(tagged[0], tagged[1], tagged[2])
+        return Line(None, stream, text)

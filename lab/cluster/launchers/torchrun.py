@@ -1,0 +1,100 @@
+"""torchrun: one elastic agent per host, each starting that host's ranks.
+
+Run as ``python -m torch.distributed.run`` with the host's interpreter, so no ``torchrun``
+script needs to be on PATH, and with ``--no-python`` so the job's command runs exactly as
+given. One host on this machine uses ``--standalone``; several use the static rendezvous at
+the first host (``--nnodes H --node-rank i --master-addr --master-port``). Global ranks are
+assigned by torchrun as node base + local rank, which is the lab's slot order.
+
+torchrun prefixes its workers' lines only when asked: ``--tee 3`` makes it print
+``[default0]:text`` (role name + local rank, no space) on the stream the worker used, and
+writes nothing to disk without ``--log-dir``; ``demux`` maps the local rank back to the rank.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from collections.abc import Sequence
+
+from lab.cluster.inventory import Host, Slot
+from lab.cluster.launchers.base import Job, Line, ProcessSpec, register
+from lab.cluster.launchers.local import (
+    DEFAULT_MASTER_PORT,
+    base_env,
+    check_job,
+    hosts_in_order,
+    port_option,
+)
+from lab.errors import LaunchError
+
+DEFAULT_ROLE = "default"
+INSTALL_TORCH = (
+    "torch is not installed; install it on every node: pip install torch "
+    "(CPU-only: --index-url https://download.pytorch.org/whl/cpu)"
+)
+
+
+def host_python(host: Host) -> str:
+    """The interpreter that runs torchrun on ``host``: its configured one, else this one
+    locally and ``python3`` remotely."""
+    if host.python:
+        return host.python
+    return sys.executable if host.is_local else "python3"
+
+
+def parse_torchrun_tag(text: str, role: str = DEFAULT_ROLE) -> tuple[int, str] | None:
+    """(local rank, text) from a line ``torchrun --tee 3`` prefixed, or None."""
+    m = re.match(rf"^\[{re.escape(role)}(\d+)\]:(.*)$", text, re.DOTALL)
+    return None if m is None else (int(m.group(1)), m.group(2))
+
+
+@register("torchrun")
+class TorchrunLauncher:
+    """torchrun, one agent per host.
+
+    Options:
+        master_port: the rendezvous port on the first host (default 29500; unused with
+            ``--standalone``, which picks a free one).
+    """
+
+    name = "torchrun"
+
+    def check(self, job: Job) -> None:
+        if importlib.util.find_spec("torch") is None:
+            raise LaunchError(INSTALL_TORCH)
+
+    def build(self, job: Job, slots: Sequence[Slot]) -> list[ProcessSpec]:
+        check_job(job, slots)
+        hosts = hosts_in_order(slots)
+        port = port_option(job, "master_port", DEFAULT_MASTER_PORT)
+        standalone = len(hosts) == 1 and hosts[0][0].is_local
+        master_addr = hosts[0][0].reach_address
+        env = base_env(job)
+        specs = []
+        for node_rank, (host, group) in enumerate(hosts):
+            argv = [host_python(host), "-m", "torch.distributed.run"]
+            if standalone:
+                argv += ["--standalone", "--nnodes", "1", "--nproc-per-node", str(len(group))]
+            else:
+                argv += ["--nnodes", str(len(hosts)), "--nproc-per-node", str(len(group))]
+                argv += ["--node-rank", str(node_rank)]
+                argv += ["--master-addr", master_addr, "--master-port", str(port)]
+            argv += ["--tee", "3", "--no-python", *job.command]
+            specs.append(
+                ProcessSpec(
+                    argv=tuple(argv),
+                    env=env,
+                    ranks=tuple(s.rank for s in group),
+                    host=host,
+                    role="launcher",
+                )
+            )
+        return specs
+
+    def demux(self, spec: ProcessSpec, stream: str, text: str) -> Line:
+        tagged = parse_torchrun_tag(text)
+        if tagged is not None and tagged[0] < len(spec.ranks):
+            return Line(spec.ranks[tagged[0]], stream, tagged[1])
+        return Line(None, stream, text)
