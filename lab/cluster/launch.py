@@ -1,0 +1,209 @@
+"""``launch()``: run a command as N ranks somewhere, watch it, and keep the run's directory.
+
+Everything a person can get wrong is checked before any process starts (DESIGN.md,
+contract 4): the number of ranks, the hosts and their slots, the launcher and what it
+needs, and that every remote host answers over SSH. Then the launcher builds the
+processes and lab.cluster.supervisor runs them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import shlex
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from lab.cluster import rundir
+from lab.cluster.inventory import Cluster, Slot, allocate, resolve_cluster
+from lab.cluster.launchers.base import Job, ProcessSpec, RunObserver, get_launcher
+from lab.cluster.ssh import check_hosts, ssh_options
+from lab.cluster.supervisor import RunResult, RunState, Supervisor
+from lab.errors import LaunchError, ParameterError, RanksFailed
+
+log = logging.getLogger(__name__)
+
+__all__ = ["RunResult", "RunState", "launch"]
+
+
+def launch(
+    command: Sequence[str] | str,
+    np: int = 1,
+    launcher: str = "local",
+    hosts: str | None = None,
+    cluster: str | Cluster | None = None,
+    hostfile: str | None = None,
+    timeout: float | None = None,
+    experiment: str = "adhoc",
+    env: Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
+    params: Mapping[str, Any] | None = None,
+    view: str | RunObserver | None = "auto",
+    results_root: str | os.PathLike[str] | None = None,
+    check: bool = True,
+    grace: float = 5.0,
+) -> RunResult:
+    """Run ``command`` as ``np`` ranks and block until they end.
+
+    Args:
+        command: the rank's argv (a string is split with ``shlex.split``, never a shell).
+        np: number of ranks.
+        launcher: a registered launcher name (``local``, ``mpi``, ``horovod``, ...).
+        hosts: ``"h1:4,h2:4"``, as mpirun's ``-H``.
+        cluster: a profile name (``env/clusters/NAME.yaml``), a path, or a Cluster.
+        hostfile: an OpenMPI/MPICH/KungFu hostfile. At most one of hosts, cluster, hostfile.
+        timeout: seconds until the run is ended as timed out (exit code 124).
+        experiment: the run directory's group: ``results/runs/<experiment>/``.
+        env: extra environment for every rank.
+        options: launcher-specific settings.
+        params: the experiment's parameters, recorded in the manifest.
+        view: ``"auto"`` (widgets in a notebook, a progress line elsewhere), ``"widget"``,
+            ``"headless"``, None (nothing), or any RunObserver.
+        results_root: where ``runs/`` goes (default ``$DISTLAB_RESULTS`` or ``results/``).
+        check: raise RanksFailed when the run does not succeed.
+        grace: seconds between SIGTERM and SIGKILL when ranks are ended.
+
+    Returns:
+        The RunResult (also when the run failed, if ``check`` is False).
+
+    Raises:
+        ParameterError, HostSpecError, LaunchError: before anything starts.
+        RanksFailed: the run failed, timed out or was cancelled (with ``check``); the
+            root-cause rank comes first; ``.result`` holds the RunResult.
+        KeyboardInterrupt: after every rank is ended and the manifest written.
+    """
+    argv = _command(command)
+    if not isinstance(np, int) or isinstance(np, bool) or np < 1:
+        raise ParameterError("np", np, "an integer >= 1")
+    if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
+        raise ParameterError("timeout", timeout, "a number of seconds > 0, or None")
+    if not isinstance(grace, int | float) or grace < 0:
+        raise ParameterError("grace", grace, "a number of seconds >= 0")
+    rundir.check_experiment(experiment)
+    rank_env = _env(env)
+    target = _cluster(hosts, cluster, hostfile)
+    slots = allocate(target, np)
+    runner = get_launcher(launcher)
+    job = Job(
+        command=argv,
+        np=np,
+        cluster=target,
+        experiment=experiment,
+        env=rank_env,
+        timeout=timeout,
+        options=dict(options or {}),
+        params=dict(params or {}),
+    )
+    runner.check(job)
+    ssh_opts = ssh_options(target)
+    if not target.emulated:
+        check_hosts([s.host for s in slots], options=ssh_opts)
+    observers = _observers(view)
+
+    with _hosts_up(target) as up:
+        if up is not target:
+            job = dataclasses.replace(job, cluster=up)
+            slots = allocate(up, np)
+        specs = [_in_namespace(s) for s in runner.build(job, slots)]
+        run_dir = rundir.new_run_dir(experiment, results_root)
+        supervisor = Supervisor(
+            specs,
+            runner,
+            run_dir,
+            timeout=timeout,
+            observers=observers,
+            grace=float(grace),
+            ssh_options=ssh_opts,
+            manifest=_manifest_fields(job, launcher, up, slots),
+        )
+        result = supervisor.run()
+    if check and not result.ok:
+        err = RanksFailed(list(result.failures), str(run_dir), result.reason)
+        err.result = result  # type: ignore[attr-defined]
+        raise err
+    return result
+
+
+def _command(command: Sequence[str] | str) -> tuple[str, ...]:
+    argv = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
+    if not argv:
+        raise ParameterError("command", command, "a non-empty argv, e.g. ['python', 'x.py']")
+    return tuple(argv)
+
+
+def _env(env: Mapping[str, Any] | None) -> dict[str, str]:
+    out = {}
+    for key, value in (env or {}).items():
+        if not isinstance(key, str) or not key or "=" in key or "\0" in key:
+            raise ParameterError("env", key, "variable names: non-empty, without '='")
+        out[key] = str(value)
+    return out
+
+
+def _cluster(hosts: str | None, cluster: str | Cluster | None, hostfile: str | None) -> Cluster:
+    if isinstance(cluster, Cluster):
+        if hosts or hostfile:
+            raise ParameterError("cluster", cluster.name, "only one of hosts, cluster, hostfile")
+        return cluster
+    return resolve_cluster(hosts=hosts, cluster=cluster, hostfile=hostfile)
+
+
+@contextlib.contextmanager
+def _hosts_up(cluster: Cluster) -> Iterator[Cluster]:
+    """Emulated clusters are brought up (and down) by lab.cluster.emulation.prepare."""
+    if not cluster.emulated:
+        yield cluster
+        return
+    try:
+        from lab.cluster import emulation
+    except ImportError as e:
+        raise LaunchError(f"emulated clusters need lab.cluster.emulation ({e})") from e
+    with emulation.prepare(cluster) as up:
+        yield up
+
+
+def _in_namespace(spec: ProcessSpec) -> ProcessSpec:
+    """A spec for an emulated host runs inside its namespace and cgroup."""
+    if spec.host.namespace is None:
+        return spec
+    from lab.cluster import emulation
+
+    return dataclasses.replace(spec, argv=tuple(emulation.wrap_argv(spec.host, spec.argv)))
+
+
+def _observers(view: str | RunObserver | None) -> list[RunObserver]:
+    if view is None:
+        return []
+    if not isinstance(view, str):
+        return [view]
+    try:
+        from lab.cluster.view import make_view
+    except ImportError as e:
+        log.info("no run view (%s); running without one", e)
+        return []
+    made = make_view(view)
+    return [made] if made is not None else []
+
+
+def _manifest_fields(job: Job, launcher: str, cluster: Cluster, slots: Sequence[Slot]) -> dict:
+    return {
+        "experiment": job.experiment,
+        "params": dict(job.params),
+        "launcher": launcher,
+        "options": dict(job.options),
+        "np": job.np,
+        "command": list(job.command),
+        "env": dict(job.env),
+        "cluster": {
+            "name": cluster.name,
+            "emulated": cluster.emulated,
+            "hosts": [dataclasses.asdict(h) for h in cluster.hosts],
+        },
+        "slots": [{"rank": s.rank, "host": s.host.name, "local_rank": s.local_rank} for s in slots],
+        "launched_by": {"argv": list(sys.argv), "pid": os.getpid(), "cwd": os.getcwd()},
+        "versions": rundir.package_versions(),
+        "git": rundir.git_state(),
+    }

@@ -1,0 +1,140 @@
+"""A run is a directory (DESIGN.md, contract 2): creating it and its manifest.
+
+``results/runs/<experiment>/<YYYYmmdd-HHMMSS>-<6 hex>/`` holds ``manifest.json`` (what ran,
+where, with which versions, and how it ended), one ``rank-<r>.log`` per rank and
+``launcher.log`` for lines no rank can be named for. Nothing is ever overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import secrets
+import subprocess
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from lab.errors import ParameterError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MANIFEST = "manifest.json"
+RESULTS_ENV = "DISTLAB_RESULTS"
+# Distributions whose versions a manifest records when installed (read from metadata,
+# never imported: importing TensorFlow to learn its version costs seconds).
+VERSIONED = ("tensorflow", "tf-keras", "horovod", "torch", "mpi4py", "numpy")
+_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def results_dir(root: str | os.PathLike[str] | None = None) -> Path:
+    """Where results live: ``root``, else ``$DISTLAB_RESULTS``, else ``<repo>/results``."""
+    if root is not None:
+        return Path(root)
+    env = os.environ.get(RESULTS_ENV)
+    return Path(env) if env else REPO_ROOT / "results"
+
+
+def check_experiment(experiment: str) -> str:
+    """An experiment name is one or more ``/``-separated segments of ``[A-Za-z0-9._-]``."""
+    parts = str(experiment).split("/")
+    if not experiment or not all(_SEGMENT.match(p) for p in parts):
+        raise ParameterError(
+            "experiment",
+            experiment,
+            "names of letters, digits, '.', '_', '-' (optionally grouped with '/'), "
+            "not starting with '.' or '-'",
+        )
+    return str(experiment)
+
+
+def new_run_dir(experiment: str, results_root: str | os.PathLike[str] | None = None) -> Path:
+    """Create and return a fresh run directory; never reuses an existing one."""
+    base = results_dir(results_root) / "runs" / check_experiment(experiment)
+    base.mkdir(parents=True, exist_ok=True)
+    for _ in range(100):
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        path = base / f"{stamp}-{secrets.token_hex(3)}"
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        return path
+    raise OSError(f"could not create a fresh run directory under {base}")
+
+
+def write_manifest(run_dir: str | os.PathLike[str], **fields: Any) -> dict[str, Any]:
+    """Merge ``fields`` into ``run_dir/manifest.json`` and rewrite it atomically.
+
+    Returns the whole manifest as written. Values that JSON cannot hold are written as text.
+    """
+    path = Path(run_dir) / MANIFEST
+    data = read_manifest(run_dir) if path.exists() else {}
+    data.update(fields)
+    tmp = path.with_name(f".{MANIFEST}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    os.replace(tmp, path)
+    return data
+
+
+def read_manifest(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """The manifest of a run directory."""
+    return json.loads((Path(run_dir) / MANIFEST).read_text())
+
+
+def timestamp(epoch: float) -> dict[str, Any]:
+    """A moment as both ISO 8601 (UTC) and epoch seconds, as manifests store times."""
+    iso = datetime.fromtimestamp(epoch, tz=UTC).isoformat(timespec="milliseconds")
+    return {"iso": iso, "epoch": round(epoch, 3)}
+
+
+def package_versions() -> dict[str, str | None]:
+    """Python's version and those of the lab's engines that are installed (None if not)."""
+    import importlib.metadata
+
+    out: dict[str, str | None] = {"python": platform.python_version(), "lab": _lab_version()}
+    for dist in VERSIONED:
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+def git_state(repo: str | os.PathLike[str] = REPO_ROOT, timeout: float = 5.0) -> dict[str, Any]:
+    """The repository's commit and whether the working tree differs from it.
+
+    ``{"commit": None, ...}`` when git is missing, times out, or there is no commit yet.
+    """
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(repo), *args],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if commit is None:
+        return {"commit": None, "dirty": None}
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": None if status is None else bool(status)}
+
+
+def _lab_version() -> str | None:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("distlab")
+    except importlib.metadata.PackageNotFoundError:
+        import lab
+
+        return getattr(lab, "__version__", None)

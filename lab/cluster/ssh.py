@@ -1,0 +1,142 @@
+"""Reaching remote hosts: the ssh command line that runs a rank under the guard, and the
+reachability check done before launch (DESIGN.md, contract 4).
+
+Host keys are always checked. Extra ssh options (an identity, a known_hosts file, a jump
+host) come from ``$DISTLAB_SSH_OPTIONS`` (shell-quoted, e.g.
+``-i ~/.ssh/lab -o UserKnownHostsFile=~/.ssh/lab_known_hosts``) and from a cluster's
+``ssh_options`` (``Cluster.extra["ssh_options"]``, a list of arguments).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import shlex
+import shutil
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from lab.cluster.inventory import Cluster, Host
+from lab.errors import HostSpecError, LaunchError
+
+log = logging.getLogger(__name__)
+
+GUARD_PATH = Path(__file__).with_name("guard.py")
+SSH_OPTIONS_ENV = "DISTLAB_SSH_OPTIONS"
+CONNECT_TIMEOUT = 10
+SSH_FAILED = 255  # what the ssh client exits with when it, not the remote command, failed
+
+
+@functools.cache
+def guard_source() -> str:
+    """guard.py's source, sent inline as ``python3 -c SRC`` so remote hosts need no install."""
+    return GUARD_PATH.read_text()
+
+
+def ssh_options(cluster: Cluster | None = None) -> list[str]:
+    """Extra ssh arguments: ``$DISTLAB_SSH_OPTIONS`` first, then the cluster's."""
+    options = shlex.split(os.environ.get(SSH_OPTIONS_ENV, ""))
+    extra = (cluster.extra.get("ssh_options") if cluster is not None else None) or []
+    if isinstance(extra, str):
+        extra = shlex.split(extra)
+    return [*options, *(str(x) for x in extra)]
+
+
+def ssh_prefix(
+    host: Host, options: Sequence[str] = (), connect_timeout: int = CONNECT_TIMEOUT
+) -> list[str]:
+    """``ssh [options] host``: batch mode (never prompt), keep-alives, host keys checked."""
+    if host.name.startswith("-"):
+        raise HostSpecError(f"host name {host.name!r} may not start with '-'")
+    ssh = shutil.which("ssh")
+    if ssh is None:
+        raise LaunchError(
+            f"host {host.name!r} is remote but 'ssh' is not on PATH; "
+            "install the OpenSSH client (apt-get install openssh-client)"
+        )
+    argv = [
+        "ssh",
+        "-T",
+        "-o", "BatchMode=yes",
+        "-o", f"ConnectTimeout={connect_timeout}",
+        "-o", "ServerAliveInterval=5",
+        "-o", "ServerAliveCountMax=3",
+    ]  # fmt: skip
+    if host.ssh_port is not None:
+        argv += ["-p", str(host.ssh_port)]
+    if host.ssh_user:
+        argv += ["-l", host.ssh_user]
+    return [*argv, *options, host.name]
+
+
+def remote_guard_argv(
+    host: Host,
+    remote_argv: Sequence[str],
+    env: Mapping[str, str],
+    cwd: str | None = None,
+    grace: float = 5.0,
+) -> list[str]:
+    """The remote side: the guard, inline, with the rank's environment and directory."""
+    argv = [host.python or "python3", "-c", guard_source()]
+    for key, value in env.items():
+        argv += ["--env", f"{key}={value}"]
+    if cwd or host.workdir:
+        argv += ["--cwd", str(cwd or host.workdir)]
+    return [*argv, "--grace", f"{grace:g}", "--", *remote_argv]
+
+
+def ssh_argv(
+    host: Host,
+    remote_argv: Sequence[str],
+    env: Mapping[str, str],
+    cwd: str | None = None,
+    options: Sequence[str] = (),
+    grace: float = 5.0,
+) -> list[str]:
+    """The local argv that runs ``remote_argv`` on ``host`` under the remote guard.
+
+    The remote command is one ``shlex.join``-quoted string (ssh hands it to the remote
+    user's shell). When the ssh client ends, the remote guard reads EOF on its stdin and
+    ends the remote rank.
+    """
+    remote = remote_guard_argv(host, remote_argv, env, cwd, grace)
+    return [*ssh_prefix(host, options), "--", shlex.join(remote)]
+
+
+def check_reachable(host: Host, timeout: float = 15.0, options: Sequence[str] = ()) -> None:
+    """Fail unless ``host`` answers over SSH and has its Python; raises LaunchError."""
+    python = host.python or "python3"
+    argv = [
+        *ssh_prefix(host, options, connect_timeout=max(1, min(CONNECT_TIMEOUT, int(timeout)))),
+        "--",
+        shlex.join([python, "-c", "pass"]),
+    ]
+    try:
+        done = subprocess.run(
+            argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        raise LaunchError(
+            f"host {host.name!r} is unreachable: ssh gave no answer within {timeout:g}s"
+        ) from None
+    said = done.stderr.strip() or f"exit code {done.returncode}"
+    if done.returncode == SSH_FAILED:
+        raise LaunchError(f"host {host.name!r} is unreachable over SSH: {said}")
+    if done.returncode != 0:
+        raise LaunchError(f"host {host.name!r}: {python!r} cannot run there: {said}")
+
+
+def check_hosts(hosts: Iterable[Host], timeout: float = 15.0, options: Sequence[str] = ()) -> None:
+    """check_reachable for every remote host at once; one error naming all that failed."""
+    remote = list(dict.fromkeys(h for h in hosts if not h.is_local and h.namespace is None))
+    if not remote:
+        return
+    log.debug("checking %d remote host(s) over SSH", len(remote))
+    with ThreadPoolExecutor(max_workers=min(16, len(remote))) as pool:
+        futures = [pool.submit(check_reachable, h, timeout, options) for h in remote]
+    errors = [str(f.exception()) for f in futures if f.exception() is not None]
+    if errors:
+        raise LaunchError("\n".join(errors))

@@ -1,0 +1,607 @@
+"""The one place that starts, watches and ends a run's processes (DESIGN.md, contract 3).
+
+Every ProcessSpec runs under lab/cluster/guard.py: locally ``python guard.py -- argv``;
+remotely the ssh client runs under a local guard and the rank under a remote one. The
+guard's stdin is a pipe the supervisor never writes: closing it (or dying, even by
+``kill -9``) is the kill switch. One reader thread per stream splits the bytes into lines
+on ``\\n`` and ``\\r`` (so progress bars show), attributes each line to its rank through the
+launcher, appends it to ``rank-<r>.log`` (flushed per line) and hands it to the observers.
+
+The state of a run follows from its processes' exit codes alone (:func:`poll`, pure, as in
+torchrun): any failure fails the run, and the earliest failure is its root cause. Ending a
+run is staged: close every guard's stdin and SIGTERM it, one shared deadline, then SIGKILL
+the guards and every descendant still alive.
+
+Run exit codes: 0 succeeded; a failed run exits with its root-cause rank's exit code (a
+rank ended by signal N counts as 128 + N, the shell's convention); 124 timed out (as
+coreutils ``timeout``); 130 cancelled or interrupted (128 + SIGINT, as a shell reports it).
+"""
+
+from __future__ import annotations
+
+import codecs
+import logging
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import IO, Any
+
+from lab.cluster import rundir
+from lab.cluster.launchers.base import Launcher, Line, ProcessSpec, RunObserver
+from lab.cluster.ssh import GUARD_PATH, guard_source, ssh_argv
+from lab.errors import RankFailure
+
+log = logging.getLogger(__name__)
+
+EXIT_TIMEOUT = 124
+EXIT_CANCELLED = 130
+RUN_ID_ENV = "LAB_RUN_ID"
+TAIL_LINES = 50  # kept per rank while running
+REPORT_LINES = 20  # shown per failed rank
+MAX_LINE_CHARS = 1 << 20  # a "line" longer than this is cut, so memory stays bounded
+_BREAK = re.compile(r"(\r\n|\r|\n)")
+
+
+class RunState(Enum):
+    """Where a run is; the last four are final."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+
+    @property
+    def final(self) -> bool:
+        return self not in (RunState.PENDING, RunState.RUNNING)
+
+
+def poll(exit_codes: Sequence[int | None]) -> RunState:
+    """The state implied by the processes' exit codes (None: still running).
+
+    All or nothing: one non-zero code fails the run; it succeeds only when all are 0.
+    """
+    if not exit_codes:
+        return RunState.PENDING
+    if any(code not in (None, 0) for code in exit_codes):
+        return RunState.FAILED
+    if all(code == 0 for code in exit_codes):
+        return RunState.SUCCEEDED
+    return RunState.RUNNING
+
+
+def exit_status(returncode: int) -> tuple[int, str | None]:
+    """A guard's return code as (exit code, signal name or None).
+
+    Negative codes (the supervisor killed the guard) and 129..192 (the guard reporting a
+    child ended by signal N as 128 + N) name the signal.
+    """
+    number = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
+    try:
+        name = signal.Signals(number).name if number > 0 else None
+    except ValueError:
+        name = None
+    return (128 + number if returncode < 0 else returncode), name
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """How a run ended. ``exit_code`` follows the module docstring's convention."""
+
+    run_dir: Path
+    state: RunState
+    exit_code: int
+    rank_exit_codes: Mapping[int, int | None]
+    started: float
+    ended: float
+    commands: tuple[tuple[str, ...], ...]
+    failures: tuple[RankFailure, ...] = ()
+    reason: str = ""
+    run_id: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.state is RunState.SUCCEEDED
+
+    @property
+    def seconds(self) -> float:
+        return self.ended - self.started
+
+
+class LineSplitter:
+    """Bytes in, complete lines out: incremental UTF-8, breaks on ``\\n``, ``\\r`` and
+    ``\\r\\n`` (also when split across reads)."""
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._pending = ""
+        self._after_cr = False
+
+    def feed(self, data: bytes, final: bool = False) -> list[str]:
+        text = self._decoder.decode(data, final)
+        if self._after_cr and text.startswith("\n"):
+            text = text[1:]
+        if text:
+            self._after_cr = text.endswith("\r")
+        parts = _BREAK.split(self._pending + text)
+        self._pending = parts[-1]
+        lines = parts[0:-1:2]
+        if len(self._pending) > MAX_LINE_CHARS or (final and self._pending):
+            lines.append(self._pending)
+            self._pending = ""
+        return lines
+
+
+class _Proc:
+    """One started process and what the supervisor knows about it."""
+
+    def __init__(self, spec: ProcessSpec, argv: list[str], env: dict[str, str], cwd: str | None):
+        self.spec, self.argv, self.env, self.cwd = spec, argv, env, cwd
+        self.remote = not (spec.host.is_local or spec.host.namespace is not None)
+        self.popen: subprocess.Popen[bytes] | None = None
+        self.started: float | None = None
+        self.ended: float | None = None
+        self.code: int | None = None
+        self.signal: str | None = None
+        self.rank_pid: int | None = None
+        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self.readers: list[threading.Thread] = []
+
+
+class Supervisor:
+    """Run ``specs`` to the end, streaming their output; see the module docstring.
+
+    Args:
+        specs: the processes, as the launcher built them.
+        launcher: attributes output lines to ranks (``demux``).
+        run_dir: where logs and the manifest go (see lab.cluster.rundir).
+        timeout: seconds until the run is ended as timed out; None for no limit.
+        observers: told of the start, every line, and the end (the live view).
+        grace: seconds between SIGTERM and SIGKILL.
+        run_id: put in every process's environment as ``LAB_RUN_ID``; defaults to the
+            run directory's name.
+        ssh_options: extra ssh arguments for remote processes.
+        manifest: fields the manifest starts with (parameters, launcher, hosts, ...).
+    """
+
+    def __init__(
+        self,
+        specs: Sequence[ProcessSpec],
+        launcher: Launcher,
+        run_dir: str | os.PathLike[str],
+        timeout: float | None = None,
+        observers: Iterable[RunObserver] = (),
+        grace: float = 5.0,
+        *,
+        run_id: str | None = None,
+        ssh_options: Sequence[str] = (),
+        manifest: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.launcher = launcher
+        self.run_dir = Path(run_dir)
+        self.timeout = timeout
+        self.observers = list(observers)
+        self.grace = grace
+        self.run_id = run_id or self.run_dir.name
+        self.ssh_options = list(ssh_options)
+        self._manifest = dict(manifest or {})
+        self._procs = [self._prepare(s) for s in specs]
+        self.ranks = sorted({r for s in specs for r in s.ranks})
+        self._tails: dict[int, deque[str]] = {r: deque(maxlen=TAIL_LINES) for r in self.ranks}
+        self._logs: dict[int | None, tuple[IO[str], threading.Lock]] = {}
+        self._logs_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._cancelled = threading.Event()
+        self._cancel_reason = ""
+        self._tracked: dict[tuple[int, float], Any] = {}
+        self._warned: set[str] = set()
+        self.state = RunState.PENDING
+        self.reason = ""
+        self.started = self.ended = 0.0
+
+    # -- public -------------------------------------------------------------------------
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        """End the run as cancelled; thread-safe, returns at once (the Stop button)."""
+        if not self._cancelled.is_set():
+            self._cancel_reason = reason
+            self._cancelled.set()
+        self._wake.set()
+
+    def run(self) -> RunResult:
+        """Start everything, block until the run ends, tear down, write the manifest.
+
+        A KeyboardInterrupt (a kernel interrupt) ends the run as cancelled, writes the
+        manifest, then propagates.
+        """
+        try:
+            self._start()
+            self._watch()
+        except KeyboardInterrupt:
+            self._end(RunState.CANCELLED, "interrupted (KeyboardInterrupt)")
+            self._finish()
+            raise
+        except BaseException as e:
+            self._end(RunState.FAILED, f"supervisor error: {e!r}")
+            self._finish()
+            raise
+        return self._finish()
+
+    def command_lines(self) -> list[dict[str, Any]]:
+        """Each process as the manifest records it: the spec's argv and what was started."""
+        quoted = shlex.quote(guard_source())
+        return [
+            {
+                "role": p.spec.role,
+                "ranks": list(p.spec.ranks),
+                "host": p.spec.host.name,
+                "argv": list(p.spec.argv),
+                "env": dict(p.spec.env),
+                "cwd": p.cwd,
+                "started_argv": [a.replace(quoted, "'<guard.py source>'") for a in p.argv],
+            }
+            for p in self._procs
+        ]
+
+    # -- starting -----------------------------------------------------------------------
+
+    def _prepare(self, spec: ProcessSpec) -> _Proc:
+        env = {"PYTHONUNBUFFERED": "1", **spec.env, RUN_ID_ENV: self.run_id}
+        guard = [sys.executable, str(GUARD_PATH)]
+        if spec.host.is_local or spec.host.namespace is not None:
+            cwd = spec.cwd or str(rundir.REPO_ROOT)
+            argv = [*guard, "--grace", f"{self.grace:g}", "--", *spec.argv]
+            return _Proc(spec, argv, {**os.environ, **env}, cwd)
+        inner = ssh_argv(spec.host, spec.argv, env, spec.cwd, self.ssh_options, self.grace)
+        wait_remote = self.grace + 3.0  # the remote guard's grace, plus the way back
+        argv = [*guard, "--grace", "2", "--forward-eof", f"{wait_remote:g}", "--", *inner]
+        return _Proc(spec, argv, {**os.environ, RUN_ID_ENV: self.run_id}, None)
+
+    def _start(self) -> None:
+        self.started = time.time()
+        self.state = RunState.RUNNING
+        for rank in self.ranks:
+            self._log(rank)
+        rundir.write_manifest(
+            self.run_dir,
+            **self._manifest,
+            run_id=self.run_id,
+            state=self.state.value,
+            started=rundir.timestamp(self.started),
+            timeout=self.timeout,
+            grace=self.grace,
+            processes=self.command_lines(),
+        )
+        for obs in self.observers:
+            self._notify(obs, "on_start", str(self.run_dir), list(self.ranks), self)
+        for proc in self._procs:
+            proc.popen = subprocess.Popen(
+                proc.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=proc.env,
+                cwd=proc.cwd,
+            )
+            proc.started = time.time()
+            for name, pipe in (("stdout", proc.popen.stdout), ("stderr", proc.popen.stderr)):
+                t = threading.Thread(
+                    target=self._read,
+                    args=(proc, name, pipe),
+                    name=f"lab-{name}-{proc.spec.ranks}",
+                    daemon=True,
+                )
+                t.start()
+                proc.readers.append(t)
+            log.debug("started %s (pid %d)", proc.spec.argv, proc.popen.pid)
+
+    # -- output ---------------------------------------------------------------------------
+
+    def _read(self, proc: _Proc, stream: str, pipe: IO[bytes] | None) -> None:
+        assert pipe is not None
+        splitter = LineSplitter()
+        fd = pipe.fileno()
+        try:
+            while True:
+                try:
+                    data = os.read(fd, 65536)
+                except OSError:
+                    data = b""
+                for text in splitter.feed(data, final=not data):
+                    self._line(proc, stream, text)
+                if not data:
+                    break
+        finally:
+            pipe.close()
+            self._wake.set()
+
+    def _line(self, proc: _Proc, stream: str, text: str) -> None:
+        try:
+            line = self.launcher.demux(proc.spec, stream, text)
+        except Exception:
+            self._warn_once("demux", "launcher %s could not attribute a line", self.launcher)
+            line = Line(None, stream, text)
+        proc.tail.append(line.text)
+        if line.rank is not None:
+            tail = self._tails.get(line.rank)
+            if tail is None:
+                with self._logs_lock:
+                    tail = self._tails.setdefault(line.rank, deque(maxlen=TAIL_LINES))
+            tail.append(line.text)
+        f, lock = self._log(line.rank)
+        with lock:
+            f.write(line.text + "\n")
+        for obs in self.observers:
+            self._notify(obs, "on_line", line)
+
+    def _log(self, rank: int | None) -> tuple[IO[str], threading.Lock]:
+        entry = self._logs.get(rank)
+        if entry is None:
+            with self._logs_lock:
+                entry = self._logs.get(rank)
+                if entry is None:
+                    name = "launcher.log" if rank is None else f"rank-{rank}.log"
+                    f = open(  # noqa: SIM115  (closed in _finish)
+                        self.run_dir / name, "a", buffering=1, encoding="utf-8", errors="replace"
+                    )
+                    entry = self._logs[rank] = (f, threading.Lock())
+        return entry
+
+    def _notify(self, obs: RunObserver, method: str, *args: Any) -> None:
+        try:
+            getattr(obs, method)(*args)
+        except Exception:
+            self._warn_once(f"{id(obs)}.{method}", "observer %r failed in %s", obs, method)
+
+    def _warn_once(self, key: str, msg: str, *args: Any) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning(msg, *args, exc_info=True)
+
+    # -- watching -----------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        deadline = self.started + self.timeout if self.timeout else None
+        next_snapshot = 0.0
+        while True:
+            self._poll()
+            state = poll([p.code for p in self._procs])
+            now = time.time()
+            if state is RunState.SUCCEEDED:
+                self.state = state
+                return
+            if state is RunState.FAILED:
+                root = min(
+                    (p for p in self._procs if p.code not in (None, 0)),
+                    key=lambda p: (p.ended or now, p.spec.ranks),
+                )
+                how = f"signal {root.signal}" if root.signal else f"exit code {root.code}"
+                self._end(state, f"rank {_rank_of(root)} on {root.spec.host.name} failed ({how})")
+                return
+            if self._cancelled.is_set():
+                self._end(RunState.CANCELLED, self._cancel_reason)
+                return
+            if deadline is not None and now >= deadline:
+                self._end(RunState.TIMED_OUT, f"timed out after {self.timeout:g}s")
+                return
+            if now >= next_snapshot:
+                self._snapshot()
+                next_snapshot = now + (0.2 if now - self.started < 3 else 1.0)
+            self._wake.wait(0.1)
+            self._wake.clear()
+
+    def _poll(self) -> None:
+        for p in self._procs:
+            if p.code is None and p.popen is not None and p.popen.poll() is not None:
+                p.ended = time.time()
+                p.code, p.signal = exit_status(p.popen.returncode)
+
+    def _snapshot(self) -> None:
+        """Remember every live descendant of every guard, so that none can escape SIGKILL."""
+        try:
+            import psutil
+        except ImportError:
+            self._warn_once("psutil", "psutil is missing; relying on the guards alone")
+            return
+        children: dict[int, list[Any]] = {}
+        for pr in psutil.process_iter(["ppid"]):
+            children.setdefault(pr.info["ppid"], []).append(pr)
+        for p in self._procs:
+            if p.popen is None or p.code is not None:
+                continue
+            direct = children.get(p.popen.pid, [])
+            if p.rank_pid is None and direct and not p.remote:
+                p.rank_pid = direct[0].pid
+            todo = list(direct)
+            while todo:
+                pr = todo.pop()
+                try:
+                    self._tracked.setdefault((pr.pid, pr.create_time()), pr)
+                except psutil.Error:
+                    continue
+                todo.extend(children.get(pr.pid, []))
+
+    # -- ending -------------------------------------------------------------------------
+
+    def _end(self, state: RunState, reason: str) -> None:
+        """Set the final state (first one wins) and tear down whatever still runs."""
+        if not self.state.final:
+            self.state, self.reason = state, reason
+            log.info("run %s: %s", self.run_id, reason)
+        try:
+            self._teardown()
+        except KeyboardInterrupt:
+            self._kill_all()  # a second interrupt: skip the grace period
+            raise
+
+    def _teardown(self) -> None:
+        self._poll()
+        alive = [p for p in self._procs if p.popen is not None and p.code is None]
+        if not alive:
+            return
+        self._snapshot()
+        for p in alive:
+            assert p.popen is not None
+            try:
+                if p.popen.stdin is not None:
+                    p.popen.stdin.close()
+                p.popen.send_signal(signal.SIGTERM)
+            except OSError:
+                pass
+        # One deadline for all: the guards' grace, plus the ssh round trip for remote ones.
+        extra = self.grace + 4.0 if any(p.remote for p in alive) else 0.0
+        deadline = time.monotonic() + self.grace + 2.0 + extra
+        while time.monotonic() < deadline:
+            self._poll()
+            if all(p.code is not None for p in alive):
+                return
+            time.sleep(0.05)
+        self._kill_all()
+
+    def _kill_all(self) -> None:
+        self._snapshot()
+        for p in self._procs:
+            if p.popen is not None and p.code is None:
+                log.warning("pid %d outlived the grace period; SIGKILL", p.popen.pid)
+                p.popen.kill()
+        self._kill_tracked()
+        for p in self._procs:
+            if p.popen is not None and p.code is None:
+                try:
+                    p.popen.wait(5)
+                except subprocess.TimeoutExpired:
+                    log.error("pid %d did not end after SIGKILL", p.popen.pid)
+        self._poll()
+
+    def _kill_tracked(self) -> None:
+        try:
+            import psutil
+        except ImportError:
+            return
+        alive = []
+        for pr in self._tracked.values():
+            try:
+                if pr.is_running() and pr.status() != psutil.STATUS_ZOMBIE:
+                    pr.kill()
+                    alive.append(pr)
+            except psutil.Error:
+                pass
+        if alive:
+            log.warning("killed %d leftover process(es) of run %s", len(alive), self.run_id)
+            psutil.wait_procs(alive, timeout=3)
+
+    def _finish(self) -> RunResult:
+        self._poll()
+        if not self.state.final:
+            self.state = poll([p.code for p in self._procs])
+        deadline = time.monotonic() + 5.0
+        for p in self._procs:
+            for t in p.readers:
+                t.join(max(0.0, deadline - time.monotonic()))
+                if t.is_alive():
+                    log.warning("output of %s still open after the run ended", p.spec.argv)
+        self._kill_tracked()
+        with self._logs_lock:
+            for f, _ in self._logs.values():
+                f.close()
+        self.ended = time.time()
+        result = self._result()
+        rundir.write_manifest(self.run_dir, **self._end_fields(result))
+        for obs in self.observers:
+            codes = result.rank_exit_codes
+            self._notify(obs, "on_end", result.state.value, result.exit_code, codes)
+        return result
+
+    def _result(self) -> RunResult:
+        failed = [p for p in self._procs if p.code not in (None, 0)]
+        failures = tuple(
+            sorted(
+                (
+                    RankFailure(
+                        rank=_rank_of(p),
+                        host=p.spec.host.name,
+                        pid=p.rank_pid,
+                        exit_code=p.code,
+                        signal=p.signal,
+                        tail=tuple(self._tail_of(p))[-REPORT_LINES:],
+                        ended_at=p.ended or self.ended,
+                    )
+                    for p in failed
+                ),
+                key=lambda f: (f.ended_at, f.rank),
+            )
+        )
+        if self.state is RunState.SUCCEEDED:
+            code = 0
+        elif self.state is RunState.TIMED_OUT:
+            code = EXIT_TIMEOUT
+        elif self.state is RunState.CANCELLED:
+            code = EXIT_CANCELLED
+        else:
+            code = (failures[0].exit_code or 1) if failures else 1
+        return RunResult(
+            run_dir=self.run_dir,
+            state=self.state,
+            exit_code=code,
+            rank_exit_codes={r: p.code for p in self._procs for r in p.spec.ranks},
+            started=self.started,
+            ended=self.ended,
+            commands=tuple(tuple(p.spec.argv) for p in self._procs),
+            failures=failures,
+            reason=self.reason,
+            run_id=self.run_id,
+        )
+
+    def _tail_of(self, p: _Proc) -> Iterable[str]:
+        if len(p.spec.ranks) == 1:
+            return self._tails.get(p.spec.ranks[0], p.tail)
+        return p.tail
+
+    def _end_fields(self, result: RunResult) -> dict[str, Any]:
+        ranks = {}
+        for p in self._procs:
+            for r in p.spec.ranks:
+                ranks[str(r)] = {
+                    "host": p.spec.host.name,
+                    "pid": p.rank_pid,
+                    "exit_code": p.code,
+                    "signal": p.signal,
+                }
+        return {
+            "state": result.state.value,
+            "reason": result.reason,
+            "exit_code": result.exit_code,
+            "ended": rundir.timestamp(result.ended),
+            "seconds": round(result.seconds, 3),
+            "ranks": ranks,
+            "process_exits": [
+                {
+                    "role": p.spec.role,
+                    "ranks": list(p.spec.ranks),
+                    "guard_pid": p.popen.pid if p.popen else None,
+                    "exit_code": p.code,
+                    "signal": p.signal,
+                }
+                for p in self._procs
+            ],
+            "failures": [
+                {"rank": f.rank, "host": f.host, "exit_code": f.exit_code, "signal": f.signal}
+                for f in result.failures
+            ],
+        }
+
+
+def _rank_of(p: _Proc) -> int:
+    """The rank a process answers for in reports (-1 for rank-less processes, e.g. a PS)."""
+    return p.spec.ranks[0] if p.spec.ranks else -1
