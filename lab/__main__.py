@@ -46,13 +46,16 @@ def main(argv: list[str] | None = None) -> int:
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.error(f"{args.command} is unavailable in this installation")
-    from lab.errors import LabError
+    from lab.errors import LabError, RanksFailed
 
     try:
         return int(handler(args) or 0)
-    except LabError as e:
+    except RanksFailed as e:
         print(f"error: {e}", file=sys.stderr)
-        return getattr(e, "exit_code", 2) if hasattr(e, "failures") else 2
+        return e.exit_code
+    except LabError as e:  # bad input, caught before anything started
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -55,6 +55,7 @@ class RanksFailed(LabError):
     failures: list[RankFailure] = field(default_factory=list)
     run_dir: str | None = None
     reason: str = "rank failed"
+    code: int | None = None  # the run's exit code when it is not the root rank's (124, 130)
 
     def __post_init__(self) -> None:
         self.failures.sort(key=lambda f: (f.ended_at, f.rank))
@@ -66,6 +67,8 @@ class RanksFailed(LabError):
 
     @property
     def exit_code(self) -> int:
+        if self.code is not None:
+            return self.code
         root = self.root_cause
         if root is None or root.exit_code is None:
             return 1

@@ -234,6 +234,9 @@ def cluster_from_dict(data: dict[str, Any], default_name: str, source: str = "")
         workdir=workdir,
         emulated=emulated,
         description=str(data.get("description", "")),
+        extra={"ssh_options": [str(o) for o in ssh.get("options", [])]}
+        if ssh.get("options")
+        else {},
     )
 
 

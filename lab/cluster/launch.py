@@ -121,7 +121,7 @@ def launch(
         )
         result = supervisor.run()
     if check and not result.ok:
-        err = RanksFailed(list(result.failures), str(run_dir), result.reason)
+        err = RanksFailed(list(result.failures), str(run_dir), result.reason, result.exit_code)
         err.result = result  # type: ignore[attr-defined]
         raise err
     return result

@@ -136,3 +136,9 @@ def test_host_string_round_trips() -> None:
     c = Cluster("c", parse_hosts("a:2,b:3"))
     assert c.host_string() == "a:2,b:3"
     assert [(h.name, h.slots) for h in parse_hosts(c.host_string())] == [("a", 2), ("b", 3)]
+
+
+def test_profile_ssh_options_reach_the_cluster() -> None:
+    c = cluster_from_dict({"hosts": "a:1", "ssh": {"options": ["-o", "ConnectTimeout=5"]}}, "x")
+    assert c.extra["ssh_options"] == ["-o", "ConnectTimeout=5"]
+    assert load_profile("example").extra["ssh_options"] == ["-o", "ConnectTimeout=10"]
