@@ -1,0 +1,245 @@
+"""The systems the benchmark notebooks compare, and how one sweep point is run.
+
+Ties the layers together for notebooks (DESIGN.md: logic two notebooks share lives in
+lab/): a *system* is a launcher plus a workload backend (e.g. Horovod over Gloo is the
+``horovod`` launcher running ``lab.bench.synthetic --backend horovod``); a *point* is a
+dict of parameters (system, model, batch size, workers, ...) that becomes one run.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lab.errors import ParameterError
+
+# Workload settings per scale. Smoke: small inputs that run in seconds on 2 CPU cores.
+# Paper: the artifacts' settings (224x224 ImageNet-sized inputs, 10 warm-up steps).
+SCALE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "smoke": {"image_size": 32, "steps": 15, "warmup_steps": 3, "timeout": 300},
+    "paper": {"image_size": 224, "steps": 100, "warmup_steps": 10, "timeout": 3600},
+}
+
+
+@dataclass(frozen=True)
+class System:
+    """A distribution system as the figures name it.
+
+    Args:
+        name: the key used in sweeps and tables.
+        label: the legend text; the lab's own implementations say so.
+        launcher: the lab.cluster launcher that starts it.
+        backend: the ``--backend`` of the workload (None for workloads without one).
+        module: the workload module run by every rank.
+        options: launcher options.
+        requires: what must be installed: a Python module name, or ``exe:NAME``.
+        min_workers: the smallest number of workers it runs with.
+    """
+
+    name: str
+    label: str
+    launcher: str
+    backend: str | None
+    module: str = "lab.bench.synthetic"
+    options: Mapping[str, Any] = field(default_factory=dict)
+    requires: tuple[str, ...] = ()
+    min_workers: int = 1
+
+    def unavailable(self) -> str | None:
+        """Why this system cannot run here, or None when it can."""
+        for need in self.requires:
+            if need.startswith("exe:"):
+                exe = need[4:]
+                if not (shutil.which(exe) or (_venv_bin() / exe).is_file()):
+                    return f"{exe} is not installed"
+            elif importlib.util.find_spec(need) is None:
+                return f"Python package {need!r} is not installed"
+        return None
+
+
+def _venv_bin() -> Any:
+    from pathlib import Path
+
+    return Path(sys.executable).parent
+
+
+SYSTEMS: dict[str, System] = {
+    s.name: s
+    for s in (
+        System("single", "ideal (one worker, no communication)", "local", "single"),
+        System(
+            "horovod-gloo",
+            "Horovod (Gloo)",
+            "horovod",
+            "horovod",
+            options={"controller": "gloo"},
+            requires=("horovod",),
+        ),
+        System(
+            "horovod-mpi",
+            "Horovod (MPI)",
+            "mpi",
+            "horovod",
+            requires=("horovod", "exe:mpirun"),
+        ),
+        System("mwms", "TF MultiWorkerMirroredStrategy", "local", "mwms"),
+        System(
+            "kungfu-sync",
+            "KungFu sync SGD",
+            "kungfu",
+            "kungfu-sync",
+            requires=("kungfu", "exe:kungfu-run"),
+        ),
+        System("ps", "TF parameter server (1 PS)", "ps", "ps", options={"num_ps": 1}),
+        System(
+            "kungfu-async",
+            "KungFu pair averaging",
+            "kungfu",
+            "kungfu-async",
+            requires=("kungfu", "exe:kungfu-run"),
+        ),
+        System(
+            "pair-avg",
+            "pair averaging (lab, MPI one-sided)",
+            "mpi",
+            None,
+            module="lab.bench.pair_averaging",
+            requires=("mpi4py", "exe:mpirun"),
+            min_workers=2,
+        ),
+    )
+}
+
+
+def get_system(name: str) -> System:
+    try:
+        return SYSTEMS[name]
+    except KeyError:
+        raise ParameterError("system", name, ", ".join(SYSTEMS)) from None
+
+
+def split_available(names: Iterable[str]) -> tuple[list[str], dict[str, str]]:
+    """The systems that can run here, and why each of the others cannot."""
+    runnable, skipped = [], {}
+    for name in names:
+        reason = get_system(name).unavailable()
+        if reason:
+            skipped[name] = reason
+        else:
+            runnable.append(name)
+    return runnable, skipped
+
+
+def python_for(cluster: Any) -> str:
+    """The interpreter ranks run: this one on local and emulated clusters, else the
+    profile's ``python`` (or ``python3``)."""
+    from lab.cluster.inventory import load_profile
+
+    c = load_profile(cluster) if isinstance(cluster, str) else cluster
+    if c.is_local or c.emulated:
+        return sys.executable
+    return c.python or next((h.python for h in c.hosts if h.python), None) or "python3"
+
+
+WORKLOAD_FLAGS = (
+    "model",
+    "batch_size",
+    "image_size",
+    "steps",
+    "warmup_steps",
+    "monitor",
+    "interval",
+    "seed",
+    "optimizer",
+    "lr",
+    "num_classes",
+)
+
+
+def workload_argv(point: Mapping[str, Any], python: str) -> list[str]:
+    """The rank command for one point: ``python -m <module> --backend ... --model ...``."""
+    system = get_system(point["system"])
+    argv = [python, "-m", system.module]
+    if system.backend:
+        argv += ["--backend", system.backend]
+    for key in WORKLOAD_FLAGS:
+        if key in point and point[key] is not None:
+            argv += [f"--{key.replace('_', '-')}", str(point[key])]
+    return argv
+
+
+def complete_point(point: Mapping[str, Any], scale: str = "smoke") -> dict[str, Any]:
+    """The point with the scale's defaults filled in (what the manifest records)."""
+    if scale not in SCALE_DEFAULTS:
+        raise ParameterError("scale", scale, ", ".join(SCALE_DEFAULTS))
+    defaults = {k: v for k, v in SCALE_DEFAULTS[scale].items() if k != "timeout"}
+    full = {**defaults, "workers": 1, **point, "scale": scale}
+    get_system(full["system"])
+    if int(full["workers"]) < 1:
+        raise ParameterError("workers", full["workers"], "an integer >= 1")
+    return full
+
+
+def run_point(
+    point: Mapping[str, Any],
+    experiment: str,
+    scale: str = "smoke",
+    cluster: Any = "local",
+    view: Any = "auto",
+    out: Any = None,
+    results_root: Any = None,
+    timeout: float | None = None,
+) -> Any:
+    """Run one point of a benchmark sweep and return its RunResult (failed runs too).
+
+    Args:
+        point: at least ``system``; ``workers`` (default 1), model, batch_size, ...
+        experiment: the run directory's group (e.g. ``"benchmark/sync_sgd"``).
+        scale: ``"smoke"`` or ``"paper"``; fills in image size, steps and warm-up.
+        cluster: a profile name, path or Cluster.
+        view: as for ``lab.cluster.launch``.
+        out: an ``ipywidgets.Output`` to show the live view in (used by Controls).
+        timeout: seconds for the whole run (default: the scale's).
+    """
+    from lab.cluster import launch
+
+    full = complete_point(point, scale)
+    system = get_system(full["system"])
+    reason = system.unavailable()
+    if reason:
+        raise ParameterError("system", system.name, f"an installed system ({reason})")
+    if int(full["workers"]) < system.min_workers:
+        raise ParameterError(
+            "workers", full["workers"], f">= {system.min_workers} for {system.name}"
+        )
+    if out is not None and view == "auto":
+        from lab.cluster.view import RunView
+
+        view = RunView()
+        out.append_display_data(view.widget)
+    return launch(
+        workload_argv(full, python_for(cluster)),
+        np=int(full["workers"]),
+        launcher=system.launcher,
+        cluster=cluster,
+        experiment=experiment,
+        options=dict(system.options),
+        params=full,
+        view=view,
+        results_root=results_root,
+        timeout=timeout or SCALE_DEFAULTS[scale]["timeout"],
+        check=False,
+    )
+
+
+def grid(**axes: Sequence[Any] | Any) -> list[dict[str, Any]]:
+    """Every combination of the given axes (scalars are held fixed), in order."""
+    import itertools
+
+    keys = list(axes)
+    values = [v if isinstance(v, list | tuple) else [v] for v in axes.values()]
+    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*values)]
