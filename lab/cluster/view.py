@@ -1,0 +1,258 @@
+"""The live view of a run: widgets in a notebook, a compact progress line without one.
+
+Both are RunObservers (lab.cluster.launchers.base): reader threads hand them lines, which
+only go into a bounded RunTracker; drawing happens elsewhere. ``RunView`` redraws from
+one refresher thread a few times a second by *setting* widget values (never ``with
+out:`` from a thread), and draws the final state from ``on_end``, which the supervisor
+calls in the launching thread after the ranks exit, so a notebook saved by papermill
+holds the final logs, status and plot. ``HeadlessProgress`` prints a throttled line.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
+
+from lab.cluster.launchers.base import Line, RunControl
+from lab.cluster.view_render import (
+    PLOT_PLACEHOLDER,
+    log_html,
+    plot_bundle,
+    rank_label,
+    run_name,
+    status_html,
+    status_text,
+    summary_html,
+)
+from lab.cluster.view_state import LOG_LINES, RunTracker, Snapshot
+from lab.errors import ParameterError
+
+log = logging.getLogger(__name__)
+
+VIEW_MODES = ("auto", "widget", "headless", "none")
+
+
+class HeadlessProgress:
+    """Prints a compact progress line at most every ``interval`` seconds, and the end.
+
+    Args:
+        interval: seconds between progress lines.
+        stream: where to print (default: ``sys.stdout`` at the time of printing).
+    """
+
+    def __init__(self, interval: float = 5.0, stream: TextIO | None = None) -> None:
+        self.interval = interval
+        self._stream = stream
+        self._tracker = RunTracker(log_lines=1)
+        self._lock = threading.Lock()
+        self._last = 0.0
+
+    def _print(self, text: str) -> None:
+        out = self._stream or sys.stdout
+        out.write(text + "\n")
+        out.flush()
+
+    def on_start(self, run_dir: str, ranks: Sequence[int], control: RunControl) -> None:
+        self._tracker.start(run_dir, ranks)
+        self._last = time.monotonic()
+        self._print(f"[run {run_name(run_dir)}] started {len(ranks)} ranks in {run_dir}")
+
+    def on_line(self, line: Line) -> None:
+        self._tracker.add(line)
+        now = time.monotonic()
+        if now - self._last < self.interval or not self._lock.acquire(blocking=False):
+            return
+        try:
+            if now - self._last >= self.interval:
+                self._last = now
+                self._print(status_text(self._tracker.snapshot()))
+        finally:
+            self._lock.release()
+
+    def on_end(self, state: str, exit_code: int, rank_exit_codes: Mapping[int, int | None]) -> None:
+        self._tracker.end(state, exit_code, rank_exit_codes)
+        with self._lock:
+            self._print(status_text(self._tracker.snapshot()))
+
+
+class RunView:
+    """The notebook view of one run: status, Stop, one log tab per rank, throughput plot.
+
+    Args:
+        refresh: seconds between redraws of the logs and status.
+        plot_every: seconds between redraws of the plot (its JSON is the largest part).
+        log_lines: lines kept in memory per rank (the rank's log file keeps every line).
+        display: show the view in ``on_start`` (False for tests that read widget values).
+    """
+
+    def __init__(
+        self,
+        refresh: float = 0.25,
+        plot_every: float = 1.0,
+        log_lines: int = LOG_LINES,
+        display: bool = True,
+    ) -> None:
+        self.refresh_interval = refresh
+        self.plot_every = plot_every
+        self._display = display
+        self._tracker = RunTracker(log_lines=log_lines)
+        self._control: RunControl | None = None
+        self._stop_event = threading.Event()
+        self._draw_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._drawn = -1
+        self._plotted = -1
+        self._plotted_at = 0.0
+        self._tab_ranks: list[int | None] = []
+        self._box_handle: Any = None
+        self._plot_handle: Any = None
+        self._unroute: Any = None
+        self.status: Any = None
+        self.stop_button: Any = None
+        self.tabs: Any = None
+        self.logs: dict[int | None, Any] = {}
+        self.box: Any = None
+
+    # -- RunObserver ----------------------------------------------------------------------
+
+    def on_start(self, run_dir: str, ranks: Sequence[int], control: RunControl) -> None:
+        import ipywidgets as w
+
+        from lab.cluster.view_kernel import route_off_main_shell
+
+        self._control = control
+        self._tracker.start(run_dir, ranks)
+        self.status = w.HTML(status_html(self._tracker.snapshot()))
+        self.stop_button = w.Button(
+            description="Stop", icon="stop", button_style="danger", tooltip="end every rank"
+        )
+        self.stop_button.on_click(self._on_stop)
+        self.tabs = w.Tab()
+        for rank in ranks:
+            self._add_tab(rank)
+        self.box = w.VBox([w.HBox([self.stop_button, self.status]), self.tabs])
+        if self._display:
+            from IPython.display import display
+
+            snap = self._tracker.snapshot()
+            self._box_handle = display(self._box_bundle(snap), raw=True, display_id=True)
+            self._plot_handle = display(plot_bundle(snap), raw=True, display_id=True)
+            self._unroute = route_off_main_shell(self.stop_button)
+        self._stop_event.clear()
+        self._thread = threading.Thread(target=self._refresher, name="distlab-view", daemon=True)
+        self._thread.start()
+
+    def on_line(self, line: Line) -> None:
+        self._tracker.add(line)
+
+    def on_end(self, state: str, exit_code: int, rank_exit_codes: Mapping[int, int | None]) -> None:
+        self._tracker.end(state, exit_code, rank_exit_codes)
+        self._stop_event.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self.stop_button is not None:
+            self.stop_button.disabled = True
+            self.stop_button.layout.display = "none"  # the status says how the run ended
+        self.refresh(plot=True)
+        if self._unroute is not None:
+            self._unroute()
+            self._unroute = None
+        if self._box_handle is not None:
+            self._box_handle.update(self._box_bundle(self._tracker.snapshot()), raw=True)
+
+    # -- drawing --------------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        """The tracker's current state (what the next redraw will show)."""
+        return self._tracker.snapshot()
+
+    def refresh(self, plot: bool = False) -> None:
+        """Redraw now: set the status and log widgets' values, and the plot if asked."""
+        if self.status is None:
+            return
+        with self._draw_lock:
+            self._draw(self._tracker.snapshot(), plot)
+
+    def _draw(self, snap: Snapshot, plot: bool) -> None:
+        if snap.version != self._drawn:
+            self._drawn = snap.version
+            for rank in snap.logs:
+                if rank not in self.logs:
+                    self._add_tab(rank)
+            self.status.value = status_html(snap)
+            for rank, entries in snap.logs.items():
+                self.logs[rank].value = log_html(entries)
+        if plot and snap.version != self._plotted:
+            self._plotted = snap.version
+            self._plotted_at = time.monotonic()
+            if self._plot_handle is not None:
+                # JupyterLab hands an update of the same mimetype to the live renderer, and
+                # plotly's renderer ignores it; a placeholder of another type in between
+                # makes JupyterLab draw the new figure afresh.
+                self._plot_handle.update(PLOT_PLACEHOLDER, raw=True)
+                self._plot_handle.update(plot_bundle(snap), raw=True)
+
+    def _refresher(self) -> None:
+        while not self._stop_event.wait(self.refresh_interval):
+            try:
+                due = time.monotonic() - self._plotted_at >= self.plot_every
+                self.refresh(plot=due)
+            except Exception:  # a redraw must never end the run; the next one retries
+                log.exception("run view redraw failed")
+
+    def _add_tab(self, rank: int | None) -> None:
+        import ipywidgets as w
+
+        self.logs[rank] = w.HTML(log_html(()), layout=w.Layout(width="100%"))
+        self._tab_ranks.append(rank)
+        self.tabs.children = [*self.tabs.children, self.logs[rank]]
+        self.tabs.set_title(len(self._tab_ranks) - 1, rank_label(rank))
+
+    def _box_bundle(self, snap: Snapshot) -> dict[str, Any]:
+        bundle = dict(self.box._repr_mimebundle_() or {})
+        bundle["text/html"] = summary_html(snap)
+        bundle["text/plain"] = status_text(snap)
+        return bundle
+
+    def _on_stop(self, _button: Any) -> None:
+        self.stop_button.disabled = True
+        self.stop_button.description = "Stopping…"
+        if self._control is not None:
+            self._control.cancel("stopped from the view")
+
+
+def make_view(mode: str | None = "auto") -> RunView | HeadlessProgress | None:
+    """The observer a launch shows its run with.
+
+    Args:
+        mode: ``"auto"`` (widgets when a notebook frontend runs this kernel, else a
+            progress line), ``"widget"``, ``"headless"``, or ``"none"``/None (no view).
+    """
+    if mode is None or mode == "none":
+        return None
+    if mode not in VIEW_MODES:
+        raise ParameterError("view", mode, ", ".join(VIEW_MODES))
+    if mode == "auto":
+        mode = "widget" if _in_notebook_kernel() else "headless"
+    return RunView() if mode == "widget" else HeadlessProgress()
+
+
+def _in_notebook_kernel() -> bool:
+    """True in a Jupyter kernel (a ZMQ shell) with ipywidgets importable."""
+    shell_mod = sys.modules.get("IPython")
+    if shell_mod is None:
+        return False
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        if shell is None or type(shell).__name__ != "ZMQInteractiveShell":
+            return False
+        import ipywidgets  # noqa: F401
+    except ImportError:
+        return False
+    return True

@@ -1,0 +1,66 @@
+"""The live run view in a real browser: JupyterLab in headless Chromium runs a 2-rank
+notebook, and the page shows both ranks' lines, the final status and the plot."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+NOTEBOOK = "two_ranks.ipynb"
+KERNEL_READY = """() => {
+  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
+  return !!k && k.connectionStatus === 'connected' && k.status === 'idle';
+}"""
+
+
+def test_two_rank_run_in_jupyterlab(lab_server, browser_page) -> None:
+    page = browser_page
+    page.set_default_timeout(60_000)
+    page.goto(lab_server.url(f"lab/tree/{NOTEBOOK}"))
+    page.wait_for_function(KERNEL_READY, timeout=90_000)
+
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+
+    view = page.locator(".jp-OutputArea-output .widget-tab")
+    view.get_by_text("rank 0 says hello 0").wait_for(state="visible", timeout=90_000)
+    status = page.locator(".distlab-status").first
+    status.get_by_text("running").or_(status.get_by_text("succeeded")).wait_for()
+
+    # The cell returns once the ranks have ended; the view then shows the final state.
+    page.get_by_text("run state: succeeded").wait_for(timeout=90_000)
+    page.locator(".distlab-status").get_by_text("succeeded").first.wait_for(state="visible")
+    assert "samples/s" in status.inner_text()
+
+    log0 = view.locator(".distlab-log").first
+    assert "rank 0 done" in log0.inner_text()
+    assert "rank 1" not in log0.inner_text()
+
+    view.get_by_role("tab", name="rank 1").click()
+    rank1 = view.get_by_text("rank 1 says hello 0")
+    rank1.wait_for(state="visible")
+    assert "rank 1 done" in view.locator(".distlab-log").nth(1).inner_text()
+
+    traces = page.locator(".js-plotly-plot .scatterlayer .trace")
+    traces.nth(1).wait_for(state="visible")
+    assert traces.count() == 2  # one line per rank
+
+
+def test_stop_button_ends_the_run(lab_server, browser_page) -> None:
+    page = browser_page
+    page.set_default_timeout(60_000)
+    page.goto(lab_server.url("lab/tree/stop_run.ipynb"))
+    page.wait_for_function(KERNEL_READY, timeout=90_000)
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+
+    view = page.locator(".jp-OutputArea-output .widget-tab")
+    view.get_by_text("rank 0 says hello 2").wait_for(state="visible", timeout=90_000)
+    page.locator(".widget-button", has_text="Stop").click()
+
+    # The ranks would say hello 1000 times; the click ends them while the cell blocks.
+    page.get_by_text("run state: cancelled").wait_for(timeout=120_000)
+    page.locator(".distlab-status").get_by_text("cancelled").first.wait_for(state="visible")
+    assert "rank 0 says hello 999" not in view.locator(".distlab-log").first.inner_text()
