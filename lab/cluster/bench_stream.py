@@ -1,0 +1,289 @@
+"""How many lines per second the lab carries from ranks into files and the view, losing none.
+
+Two ranks run ``tests/bin/spew.py``, each printing N numbered lines as fast as it can,
+through ``lab.cluster.launch``: once with no observer (``files``: rank logs only) and once
+with the notebook view's model running headless beside a counting observer
+(``files+widget``: ``RunView(display=False)`` keeps its tracker and redraws its widgets'
+values from its refresher thread, exactly as in a notebook, without a frontend). Every
+rank log is then read back: each rank's lines must all be there, in order.
+
+The ranks time their own printing (their last line says how long it took), so their
+slowdown from being drained through pipes by the lab is their time under the lab over
+their time with stdout on /dev/null, both runs unbuffered as the lab runs ranks. Under
+``mpi`` the ranks write into mpirun, which buffers, so there the ranks' own time can look
+fast while the lab is still draining mpirun: the wall-clock rate tells the whole story.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from lab.cluster.launchers.base import Line, RunControl, RunObserver
+from lab.cluster.rundir import REPO_ROOT
+from lab.errors import LaunchError
+
+log = logging.getLogger(__name__)
+
+SPEW = REPO_ROOT / "tests" / "bin" / "spew.py"
+LAUNCHERS = ("local", "mpi")
+SINKS = ("files", "files+widget")
+_DONE = re.compile(r"^spew done rank=(\d+) lines=(\d+) seconds=([0-9.]+)$")
+
+
+class CountingObserver:
+    """Counts the lines each rank's observers were handed (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.counts: dict[int | None, int] = {}
+        self.ended: str | None = None
+
+    def on_start(self, run_dir: str, ranks: Sequence[int], control: RunControl) -> None:
+        return None
+
+    def on_line(self, line: Line) -> None:
+        with self._lock:
+            self.counts[line.rank] = self.counts.get(line.rank, 0) + 1
+
+    def on_end(self, state: str, exit_code: int, rank_exit_codes: Mapping[int, int | None]) -> None:
+        self.ended = state
+
+
+class FanOut:
+    """One RunObserver that hands everything to several (``launch`` takes one view)."""
+
+    def __init__(self, *observers: RunObserver) -> None:
+        self.observers = observers
+
+    def on_start(self, run_dir: str, ranks: Sequence[int], control: RunControl) -> None:
+        for obs in self.observers:
+            obs.on_start(run_dir, ranks, control)
+
+    def on_line(self, line: Line) -> None:
+        for obs in self.observers:
+            obs.on_line(line)
+
+    def on_end(self, state: str, exit_code: int, rank_exit_codes: Mapping[int, int | None]) -> None:
+        for obs in self.observers:
+            obs.on_end(state, exit_code, rank_exit_codes)
+
+
+def spew_argv(lines: int) -> list[str]:
+    """The rank's command: this Python running the spew script."""
+    if not SPEW.is_file():
+        raise LaunchError(f"{SPEW} is missing: the streaming benchmark runs from a checkout")
+    return [sys.executable, str(SPEW), "--lines", str(lines)]
+
+
+def check_log(path: Path, rank: int, lines: int) -> dict[str, Any]:
+    """Read a rank log back: how many of the rank's numbered lines are there, in order.
+
+    Returns:
+        ``found`` (numbered lines in order; those skipped by a gap are ``lost``),
+        ``lost``, ``out_of_order`` (lines behind ones already seen), ``other`` (lines that
+        are neither numbered nor the final count) and ``rank_seconds`` (the rank's own
+        printing time, None if its last line is missing).
+    """
+    prefix = f"rank {rank} line "
+    expected = found = out_of_order = other = 0
+    seconds = None
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for raw in f:
+            text = raw.rstrip("\n")
+            if text.startswith(prefix):
+                number = text[len(prefix) :]
+                if number == str(expected):
+                    found += 1
+                    expected += 1
+                elif number.isdigit() and int(number) > expected:  # a gap: lines lost
+                    found += 1
+                    expected = int(number) + 1
+                else:  # a line behind the ones already seen: late or repeated
+                    out_of_order += 1
+                continue
+            m = _DONE.match(text)
+            if m and int(m.group(1)) == rank:
+                seconds = float(m.group(3))
+            else:
+                other += 1
+    return {
+        "found": found,
+        "lost": lines - found,
+        "out_of_order": out_of_order,
+        "other": other,
+        "rank_seconds": seconds,
+    }
+
+
+def devnull_seconds(lines: int, np: int, timeout: float) -> list[float]:
+    """Each rank's own printing time with stdout on /dev/null, ``np`` ranks at once.
+
+    The count line goes to /dev/null too, so each rank also writes it to a file
+    (``--report``), read back once the ranks exit.
+    """
+    with tempfile.TemporaryDirectory(prefix="distlab-bench-") as tmp:
+        reports = [Path(tmp) / f"rank-{r}.txt" for r in range(np)]
+        procs = [
+            subprocess.Popen(
+                [*spew_argv(lines), "--report", str(reports[r])],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONUNBUFFERED": "1", "RANK": str(r)},
+            )
+            for r in range(np)
+        ]
+        try:
+            deadline = time.monotonic() + timeout
+            for p in procs:
+                code = p.wait(max(0.0, deadline - time.monotonic()))
+                if code != 0:
+                    raise LaunchError(f"spew.py into /dev/null exited with {code}")
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait(5)
+        out = []
+        for r, path in enumerate(reports):
+            m = _DONE.match(path.read_text().strip())
+            if m is None or int(m.group(1)) != r:
+                raise LaunchError(f"spew.py rank {r} wrote no count line to {path}")
+            out.append(float(m.group(3)))
+        return out
+
+
+def stream_once(
+    launcher: str, sink: str, lines: int, np: int, timeout: float, root: str
+) -> dict[str, Any]:
+    """One run of ``np`` spewing ranks through the lab, read back and counted."""
+    from lab.cluster.launch import launch
+
+    counter = view = None
+    observer: RunObserver | None = None
+    if sink == "files+widget":
+        from lab.cluster.view import RunView
+
+        counter, view = CountingObserver(), RunView(display=False)
+        observer = FanOut(view, counter)
+    elif sink != "files":
+        raise LaunchError(f"unknown sink {sink!r}; one of {SINKS}")
+    start = time.perf_counter()
+    result = launch(
+        spew_argv(lines),
+        np=np,
+        launcher=launcher,
+        view=observer,
+        results_root=root,
+        timeout=timeout,
+        experiment="selfbench-stream",
+    )
+    wall = time.perf_counter() - start
+    ranks = {r: check_log(result.run_dir / f"rank-{r}.log", r, lines) for r in range(np)}
+    rank_seconds = [c["rank_seconds"] for c in ranks.values()]
+    out: dict[str, Any] = {
+        "launcher": launcher,
+        "sink": sink,
+        "wall_s": wall,
+        "run_s": result.seconds,
+        "lines_per_s": np * lines / result.seconds,
+        "rank_seconds": rank_seconds,
+        "lost": sum(c["lost"] for c in ranks.values()),
+        "out_of_order": sum(c["out_of_order"] for c in ranks.values()),
+        "ranks": {str(r): c for r, c in ranks.items()},
+    }
+    if view is not None and counter is not None:
+        snap = view.snapshot()
+        out["observer_lines"] = {str(k): v for k, v in counter.counts.items()}
+        out["widget_lines"] = snap.lines
+        out["widget_shows_end"] = all(
+            f"spew done rank={r} " in view.logs[r].value for r in range(np)
+        )
+    for path in sorted(result.run_dir.iterdir()):  # the logs are large and already counted
+        path.unlink()
+    result.run_dir.rmdir()
+    return out
+
+
+def streaming(
+    lines: int = 200_000,
+    np: int = 2,
+    repeats: int = 3,
+    launchers: Sequence[str] = LAUNCHERS,
+    sinks: Sequence[str] = SINKS,
+    timeout: float = 600.0,
+) -> dict[str, Any]:
+    """Lines per second through the lab, lines lost, and the ranks' own slowdown.
+
+    Each repeat runs the /dev/null baseline, then every launcher and sink once, so a busy
+    machine weighs on all of them alike.
+
+    Returns:
+        ``params``, ``devnull`` (the baseline's rank seconds), ``runs`` (every run, raw),
+        ``summary`` (medians per launcher and sink) and ``lines_lost`` over all runs.
+    """
+    devnull: list[float] = []
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="distlab-bench-") as root:
+        for i in range(repeats):
+            devnull += devnull_seconds(lines, np, timeout)
+            for launcher in launchers:
+                for sink in sinks:
+                    run = stream_once(launcher, sink, lines, np, timeout, root)
+                    run["repeat"] = i
+                    runs.append(run)
+                    log.info(
+                        "%s %s %d/%d: %.0f lines/s, %d lost",
+                        launcher,
+                        sink,
+                        i + 1,
+                        repeats,
+                        run["lines_per_s"],
+                        run["lost"],
+                    )
+    base = statistics.median(devnull)
+    summary = []
+    for launcher in launchers:
+        for sink in sinks:
+            mine = [r for r in runs if r["launcher"] == launcher and r["sink"] == sink]
+            seconds = [s for r in mine for s in r["rank_seconds"] if s is not None]
+            rank_med = statistics.median(seconds) if seconds else None
+            summary.append(
+                {
+                    "launcher": launcher,
+                    "sink": sink,
+                    "lines_per_s": statistics.median(r["lines_per_s"] for r in mine),
+                    "run_s": statistics.median(r["run_s"] for r in mine),
+                    "rank_s": rank_med,
+                    "slowdown": rank_med / base if rank_med is not None and base > 0 else None,
+                    "lost": sum(r["lost"] for r in mine),
+                }
+            )
+    return {
+        "params": {
+            "np": np,
+            "lines_per_rank": lines,
+            "repeats": repeats,
+            "command": spew_argv(lines),
+            "rank_env": {"PYTHONUNBUFFERED": "1"},
+            "timeout_s": timeout,
+        },
+        "devnull": {
+            "rank_s": devnull,
+            "rank_median_s": base,
+            "lines_per_s": np * lines / base if base > 0 else None,
+        },
+        "runs": runs,
+        "summary": summary,
+        "lines_lost": sum(r["lost"] for r in runs),
+    }

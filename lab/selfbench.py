@@ -1,0 +1,161 @@
+"""``python -m lab bench`` (``make bench``): the lab's own benchmarks.
+
+- ``launch``: a lab launch against the bare launcher command for the same 2-rank job
+  (median wall times, their ratio, every raw timing): lab.cluster.bench_launch.
+- ``streaming``: ranks printing as fast as they can; lines per second through the lab into
+  files and into the view's model, lines lost (must be 0), and the ranks' slowdown against
+  printing to /dev/null: lab.cluster.bench_stream.
+
+Results go to ``<results>/bench/launch_overhead.json`` and ``streaming.json`` with the
+machine they were measured on; a compact table is printed. Exit status 1 if a line was lost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+BENCHMARKS = ("launch", "streaming")
+FILES = {"launch": "launch_overhead.json", "streaming": "streaming.json"}
+
+
+def add_parser(subparsers: Any) -> None:
+    """Add the ``bench`` subcommand to ``python -m lab``'s parser."""
+    p = subparsers.add_parser(
+        "bench",
+        help="benchmark the lab itself: launch overhead, streaming capacity",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("which", nargs="*", metavar="BENCHMARK", help="launch, streaming (default both)")
+    p.add_argument("--repeats", type=int, default=5, help="timed launches per side (launch)")
+    p.add_argument("--lines", type=int, default=200_000, help="lines per rank (streaming)")
+    p.add_argument("--stream-repeats", type=int, default=3, help="runs per setting (streaming)")
+    p.add_argument("--launchers", default="local,mpi", help="comma-separated (default local,mpi)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds any one run may take")
+    p.add_argument("--results", dest="results_root", help="results root (default: results/)")
+    p.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the chosen benchmarks, write their JSON, print the tables."""
+    from lab.cluster.rundir import results_dir
+    from lab.errors import ParameterError
+
+    which = list(dict.fromkeys(args.which or BENCHMARKS))
+    for name in which:
+        if name not in BENCHMARKS:
+            raise ParameterError("benchmark", name, ", ".join(BENCHMARKS))
+    launchers = [name.strip() for name in args.launchers.split(",") if name.strip()]
+    for name, value in (("--repeats", args.repeats), ("--stream-repeats", args.stream_repeats)):
+        if value < 1:
+            raise ParameterError(name, value, "an integer >= 1")
+    if args.lines < 1:
+        raise ParameterError("--lines", args.lines, "an integer >= 1")
+    out_dir = results_dir(args.results_root) / "bench"
+    lost = 0
+    for name in which:
+        started = time.time()
+        if name == "launch":
+            from lab.cluster.bench_launch import launch_overhead
+
+            data = launch_overhead(launchers, repeats=args.repeats, timeout=args.timeout)
+            print(launch_table(data))
+        else:
+            from lab.cluster.bench_stream import streaming
+
+            data = streaming(
+                lines=args.lines,
+                repeats=args.stream_repeats,
+                launchers=launchers,
+                timeout=args.timeout,
+            )
+            print(streaming_table(data))
+            lost += data["lines_lost"]
+        path = write_result(out_dir / FILES[name], data, started)
+        print(f"wrote {path}", flush=True)
+    if lost:
+        print(f"error: {lost} line(s) lost on the way into the rank logs", file=sys.stderr)
+        return 1
+    return 0
+
+
+def machine_info() -> dict[str, Any]:
+    """What the numbers were measured on (they mean little without it)."""
+    from lab.cluster.rundir import git_state, package_versions
+
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        usable = None
+    try:
+        load = list(os.getloadavg())
+    except OSError:
+        load = None
+    return {
+        "hostname": platform.node(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "cpus_usable": usable,
+        "load_average": load,
+        "python": platform.python_version(),
+        "executable": sys.executable,
+        "versions": package_versions(),
+        "git": git_state(),
+    }
+
+
+def write_result(path: Path, data: dict[str, Any], started: float) -> Path:
+    """Write one benchmark's JSON (atomically) with when and where it was measured."""
+    from lab.cluster.rundir import timestamp
+
+    doc = {
+        "benchmark": path.stem,
+        "started": timestamp(started),
+        "ended": timestamp(time.time()),
+        "machine": machine_info(),
+        **data,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def launch_table(data: dict[str, Any]) -> str:
+    """The launch-overhead medians as a few aligned lines."""
+    rows = [f"launch overhead, np={data['params']['np']}, median of {data['params']['repeats']}"]
+    rows.append(f"{'launcher':<10}{'bare s':>10}{'lab s':>10}{'lab/bare':>10}{'+s':>9}")
+    for name, r in data["launchers"].items():
+        rows.append(
+            f"{name:<10}{r['bare_median_s']:>10.3f}{r['lab_median_s']:>10.3f}"
+            f"{r['ratio']:>10.2f}{r['overhead_s']:>9.3f}"
+        )
+    return "\n".join(rows)
+
+
+def streaming_table(data: dict[str, Any]) -> str:
+    """The streaming medians as a few aligned lines."""
+    p, base = data["params"], data["devnull"]
+    rows = [
+        f"streaming, np={p['np']} x {p['lines_per_rank']} lines, median of {p['repeats']}; "
+        f"/dev/null: {base['rank_median_s']:.3f} s per rank, {base['lines_per_s']:,.0f} lines/s",
+        f"{'launcher':<10}{'sink':<14}{'lines/s':>11}{'run s':>8}{'rank s':>8}"
+        f"{'slowdown':>10}{'lost':>6}",
+    ]
+    for r in data["summary"]:
+        rank_s = f"{r['rank_s']:.3f}" if r["rank_s"] is not None else "-"
+        slow = f"{r['slowdown']:.2f}x" if r["slowdown"] is not None else "-"
+        rows.append(
+            f"{r['launcher']:<10}{r['sink']:<14}{r['lines_per_s']:>11,.0f}{r['run_s']:>8.2f}"
+            f"{rank_s:>8}{slow:>10}{r['lost']:>6}"
+        )
+    return "\n".join(rows)
