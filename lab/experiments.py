@@ -217,10 +217,7 @@ def run_point(
             "workers", full["workers"], f">= {system.min_workers} for {system.name}"
         )
     if out is not None and view == "auto":
-        from lab.cluster.view import RunView
-
-        view = RunView()
-        out.append_display_data(view.widget)
+        view = ShownIn(out)
     return launch(
         workload_argv(full, python_for(cluster)),
         np=int(full["workers"]),
@@ -243,3 +240,58 @@ def grid(**axes: Sequence[Any] | Any) -> list[dict[str, Any]]:
     keys = list(axes)
     values = [v if isinstance(v, list | tuple) else [v] for v in axes.values()]
     return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*values)]
+
+
+class ShownIn:
+    """A RunView drawn inside an ``ipywidgets.Output`` (for runs started by a button, in a
+    worker thread, where ``display`` would not know which output to use)."""
+
+    def __init__(self, out: Any) -> None:
+        from lab.cluster.view import RunView
+
+        self.out = out
+        self.view = RunView(display=False)
+
+    def on_start(self, run_dir: str, ranks: Sequence[int], control: Any) -> None:
+        self.view.on_start(run_dir, ranks, control)
+        self.out.append_display_data(self.view.box)
+
+    def on_line(self, line: Any) -> None:
+        self.view.on_line(line)
+
+    def on_end(self, state: str, exit_code: int, rank_exit_codes: Mapping[int, Any]) -> None:
+        self.view.on_end(state, exit_code, rank_exit_codes)
+
+
+def run_sweep(
+    experiment: str,
+    points: Sequence[Mapping[str, Any]],
+    scale: str = "smoke",
+    cluster: Any = "local",
+    figure: Any = None,
+    rerun: bool = False,
+    view: Any = "auto",
+    run: Any = None,
+) -> Any:
+    """Run every point (resuming finished ones) with a progress bar, the live run view and
+    a live summary figure; return the summary table (one row per point).
+
+    Args:
+        experiment: the run directories' group.
+        points: parameter dicts (see ``run_point``); the scale's defaults are filled in.
+        figure: builds a plotly figure from the summary so far; redrawn after each point.
+        rerun: run finished points again.
+        run: runs one completed point (default: ``run_point`` with these settings).
+    """
+    from lab.metrics import LiveFigure, Sweep
+
+    full = [complete_point(p, scale) for p in points]
+    live = LiveFigure(figure) if figure is not None else None
+
+    def one(point: dict[str, Any]) -> Any:
+        if run is not None:
+            return run(point)
+        return run_point(point, experiment, scale=scale, cluster=cluster, view=view)
+
+    sweep = Sweep(experiment, full, one, on_point_done=live)
+    return sweep.run(rerun=rerun)

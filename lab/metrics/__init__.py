@@ -34,6 +34,7 @@ _EXPORTS = {
     "summarize_runs": "store",
     "aggregate_runs": "store",
     "Published": "published",
+    "published_rows": "published",
     "published_table": "published",
     "derived_overheads": "published",
     "throughput_vs_workers": "figures",

@@ -199,6 +199,7 @@ class Sweep:
             if not isinstance(result, Mapping)
             else result.get("state")
         )
+        state = getattr(state, "value", state)  # lab.cluster's RunState is an Enum of strings
         error = None if state in (None, SUCCEEDED) else f"run ended with state {state!r}"
         return self._row(point, run_dir, "ran", error)
 

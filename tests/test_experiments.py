@@ -1,0 +1,65 @@
+"""Systems registry, point completion, and a sweep over real launches (lab.experiments)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from lab.cluster import launch
+from lab.cluster.launchers.base import LAUNCHERS, get_launcher
+from lab.errors import ParameterError
+from lab.experiments import SYSTEMS, complete_point, grid, run_sweep, workload_argv
+
+
+def test_every_system_names_a_registered_launcher() -> None:
+    get_launcher("local")  # registers the built-ins
+    for system in SYSTEMS.values():
+        assert system.launcher in LAUNCHERS, system.name
+
+
+def test_workload_argv_maps_point_to_flags() -> None:
+    point = complete_point({"system": "horovod-gloo", "model": "tiny_cnn", "workers": 2})
+    argv = workload_argv(point, "/py")
+    assert argv[:5] == ["/py", "-m", "lab.bench.synthetic", "--backend", "horovod"]
+    assert argv[argv.index("--model") + 1] == "tiny_cnn"
+    assert argv[argv.index("--image-size") + 1] == "32"  # smoke default
+    assert "--workers" not in argv and "--system" not in argv
+
+
+def test_complete_point_checks_scale_system_and_workers() -> None:
+    assert complete_point({"system": "mwms"}, "paper")["image_size"] == 224
+    with pytest.raises(ParameterError, match="scale"):
+        complete_point({"system": "mwms"}, "huge")
+    with pytest.raises(ParameterError, match="system='nope'"):
+        complete_point({"system": "nope"})
+    with pytest.raises(ParameterError, match="workers"):
+        complete_point({"system": "mwms", "workers": 0})
+
+
+def test_grid_holds_scalars_fixed() -> None:
+    assert grid(a=[1, 2], b="x") == [{"a": 1, "b": "x"}, {"a": 2, "b": "x"}]
+
+
+def test_sweep_over_real_launches_resumes() -> None:
+    """A real RunResult (state is an Enum) is read as succeeded; a second sweep skips it."""
+    calls = []
+
+    def run(point):
+        calls.append(point)
+        rec = '@lab {"kind": "step", "step": 0, "samples": 8, "seconds": 0.5}'
+        return launch(
+            [sys.executable, "-c", f"print({rec!r})"],
+            np=point["workers"],
+            experiment="sweep-real",
+            params=point,
+            view=None,
+            check=False,
+        )
+
+    points = [{"system": "single", "workers": 1}, {"system": "single", "workers": 2}]
+    first = run_sweep("sweep-real", points, run=run)
+    assert first["state"].tolist() == ["succeeded", "succeeded"]
+    assert first["throughput_total"].tolist() == [16.0, 32.0]
+    again = run_sweep("sweep-real", points, run=run)
+    assert len(calls) == 2 and again["sweep_status"].tolist() == ["skipped", "skipped"]
