@@ -104,7 +104,8 @@ def plot_bundle(snap: Snapshot) -> dict[str, Any]:
         },
         "config": {"displaylogo": False},
     }
-    return {PLOTLY_MIME: fig, "text/plain": status_text(snap)}
+    plain = f"<throughput plot of run {run_name(snap.run_dir)}: {len(data)} ranks>"
+    return {PLOTLY_MIME: fig, "text/plain": plain}
 
 
 def summary_html(snap: Snapshot, tail: int = 20) -> str:
