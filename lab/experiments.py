@@ -193,6 +193,7 @@ def run_point(
     out: Any = None,
     results_root: Any = None,
     timeout: float | None = None,
+    observe: Any = None,
 ) -> Any:
     """Run one point of a benchmark sweep and return its RunResult (failed runs too).
 
@@ -204,6 +205,7 @@ def run_point(
         view: as for ``lab.cluster.launch``.
         out: an ``ipywidgets.Output`` to show the live view in (used by Controls).
         timeout: seconds for the whole run (default: the scale's).
+        observe: another RunObserver to feed beside the view (e.g. a MetricTrace).
     """
     from lab.cluster import launch
 
@@ -218,6 +220,11 @@ def run_point(
         )
     if out is not None and view == "auto":
         view = ShownIn(out)
+    if observe is not None:
+        from lab.cluster.observers import FanOut
+        from lab.cluster.view import make_view
+
+        view = FanOut(make_view(view) if isinstance(view, str) or view is None else view, observe)
     return launch(
         workload_argv(full, python_for(cluster)),
         np=int(full["workers"]),
@@ -272,6 +279,8 @@ def run_sweep(
     rerun: bool = False,
     view: Any = "auto",
     run: Any = None,
+    trace: Any = None,
+    label: Any = None,
 ) -> Any:
     """Run every point (resuming finished ones) with a progress bar, the live run view and
     a live summary figure; return the summary table (one row per point).
@@ -282,6 +291,8 @@ def run_sweep(
         figure: builds a plotly figure from the summary so far; redrawn after each point.
         rerun: run finished points again.
         run: runs one completed point (default: ``run_point`` with these settings).
+        trace: a ``lab.metrics.live.MetricTrace`` fed by every run (a live monitor line).
+        label: names a point's lines in ``trace`` (default: its parameters).
     """
     from lab.metrics import LiveFigure, Sweep
 
@@ -291,7 +302,11 @@ def run_sweep(
     def one(point: dict[str, Any]) -> Any:
         if run is not None:
             return run(point)
-        return run_point(point, experiment, scale=scale, cluster=cluster, view=view)
+        if trace is not None:
+            trace.for_run(
+                label(point) if label else ", ".join(f"{k}={v}" for k, v in point.items())
+            )
+        return run_point(point, experiment, scale=scale, cluster=cluster, view=view, observe=trace)
 
     sweep = Sweep(experiment, full, one, on_point_done=live)
     return sweep.run(rerun=rerun)

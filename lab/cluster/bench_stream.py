@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.cluster.launchers.base import Line, RunControl, RunObserver
+from lab.cluster.observers import FanOut
 from lab.cluster.rundir import REPO_ROOT
 from lab.errors import LaunchError
 
@@ -58,25 +59,6 @@ class CountingObserver:
 
     def on_end(self, state: str, exit_code: int, rank_exit_codes: Mapping[int, int | None]) -> None:
         self.ended = state
-
-
-class FanOut:
-    """One RunObserver that hands everything to several (``launch`` takes one view)."""
-
-    def __init__(self, *observers: RunObserver) -> None:
-        self.observers = observers
-
-    def on_start(self, run_dir: str, ranks: Sequence[int], control: RunControl) -> None:
-        for obs in self.observers:
-            obs.on_start(run_dir, ranks, control)
-
-    def on_line(self, line: Line) -> None:
-        for obs in self.observers:
-            obs.on_line(line)
-
-    def on_end(self, state: str, exit_code: int, rank_exit_codes: Mapping[int, int | None]) -> None:
-        for obs in self.observers:
-            obs.on_end(state, exit_code, rank_exit_codes)
 
 
 def spew_argv(lines: int) -> list[str]:
