@@ -1,0 +1,261 @@
+"""Synchronous training that survives resizes: ``python -m lab.bench.elastic`` under
+``horovodrun --min-np/--max-np --host-discovery-script`` (Horovod Elastic).
+
+The dynamic-scaling experiment of KungFu (OSDI'20, Fig 7) asks how long a running
+synchronous job takes to grow and to shrink. KungFu resizes through its config server;
+here the engine is Horovod Elastic: the workload trains the synthetic workload's model
+(tf-keras, random data) inside ``hvd.elastic.run`` with a ``TensorFlowKerasState``
+committed every ``--commit-every`` steps. When the discovery script's output changes,
+Horovod interrupts the workers at their next commit, re-forms the ring (spawning new
+workers, which first import TensorFlow and build the model) and calls the reset
+callbacks.
+
+Records (lab.metrics.records): a ``header`` per worker process; one ``step`` record per
+step with ``size`` (hvd.size() during the step), the global ``step`` (kept across
+resizes) and the wall ``time``; an ``event`` {"name": "resize", "old_size", "new_size",
+"time"} from every surviving worker after each reset; a ``summary`` with the throughput
+per size. The driver (lab.cluster.elastic_hosts) prints an ``event`` {"name":
+"discovery", "slots", "time"} when it rewrites the hosts file; ``resize_latencies``
+joins the two: latency = first step at the new size − time the change was written.
+Published reference (KungFu osdi20 artifact README, 2 VMs): 1→2 took 20.39 s, 2→1 40 ms.
+
+The run ends after ``--steps`` steps, ``--duration`` seconds after the first worker
+started, or once ``--stop-file`` exists, whichever comes first; the workers agree on it
+with a max-all-reduce every step.
+
+horovodrun needs ``--network-interfaces`` (e.g. ``lo`` on one machine) in elastic mode:
+without it, it waits for two hosts to find a common interface. A slot change on one host
+(``localhost:1`` → ``localhost:2`` → ``localhost:1``) is a resize; no host aliases are
+needed. A new worker's optimizer variables are created before the state is made, so its
+broadcast list matches the running workers'.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from lab.bench.models import check_image_size, get_spec
+from lab.errors import ParameterError
+from lab.metrics.records import emit
+
+BACKEND = "horovod-elastic"
+IMPLEMENTATION = "Horovod Elastic (TensorFlowKerasState)"
+
+
+def resize_latencies(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each requested resize with its latency, from one run's records (any order).
+
+    A request is a ``discovery`` event whose slot count differs from the size in effect
+    (one written before the first step is the job's starting hosts, not a request);
+    it is served by the first ``step`` record at that size after the request. Returns one
+    dict per request: old_size, new_size, requested (wall time), first_step (wall time of
+    the end of the first step at the new size, or None if none came), reset (time of the
+    first ``resize`` event to new_size after the request, or None), latency (first_step −
+    requested, or None).
+    """
+    recs = sorted(records, key=lambda r: float(r.get("time", 0.0)))
+    steps = [r for r in recs if r.get("kind") == "step" and "size" in r]
+    resets = [r for r in recs if r.get("kind") == "event" and r.get("name") == "resize"]
+    asks = [r for r in recs if r.get("kind") == "event" and r.get("name") == "discovery"]
+    out: list[dict[str, Any]] = []
+    for ask in asks:
+        t, want = float(ask["time"]), int(ask["slots"])
+        before = [s for s in steps if float(s["time"]) <= t]
+        current = int(before[-1]["size"]) if before else None
+        if current is None and not out:
+            continue  # before any step: the job's starting hosts, not a resize
+        if current is None:
+            current = out[-1]["new_size"]
+        if current == want:
+            continue
+        first = next((s for s in steps if float(s["time"]) > t and int(s["size"]) == want), None)
+        reset = next(
+            (e for e in resets if float(e["time"]) > t and int(e["new_size"]) == want), None
+        )
+        first_t = None if first is None else float(first["time"])
+        out.append(
+            {
+                "old_size": current,
+                "new_size": want,
+                "requested": t,
+                "first_step": first_t,
+                "reset": None if reset is None else float(reset["time"]),
+                "latency": None if first_t is None else first_t - t,
+            }
+        )
+    return out
+
+
+def throughput_by_size(records: Iterable[dict[str, Any]]) -> dict[int, float]:
+    """Mean samples/s of the whole job at each size, from the step records of rank 0."""
+    sums: dict[int, list[float]] = {}
+    for r in records:
+        timed = r.get("kind") == "step" and r.get("rank") == 0 and not r.get("warmup")
+        if timed and float(r.get("seconds", 0)) > 0:
+            n = int(r["size"])
+            sums.setdefault(n, []).append(n * float(r["samples"]) / float(r["seconds"]))
+    return {n: sum(v) / len(v) for n, v in sorted(sums.items())}
+
+
+def run(cfg: Any, duration: float, commit_every: int, stop_file: str = "") -> int:
+    """Train under Horovod Elastic until the steps or the duration run out, or the stop
+    file appears."""
+    from lab.bench.backends import common
+    from lab.bench.backends.horovod import import_horovod
+    from lab.bench.models import build_model, count_params
+
+    tf = common.setup_tensorflow(cfg.threads)
+    hvd = import_horovod()
+    hvd.init()
+    common.pin_gpu(tf, hvd.local_rank())
+    common.seed_everything(cfg)
+    model = build_model(cfg.model, cfg.image_size, cfg.num_classes)
+    opt = common.make_optimizer(cfg)
+    # Create the optimizer's variables now: a new worker must broadcast the same list as
+    # the workers that have already trained, or the state sync hangs.
+    opt.build(model.trainable_variables)
+    images, labels = common.make_data(tf, cfg, hvd.rank())
+    started = time.time()
+
+    @tf.function
+    def train_step() -> Any:
+        with tf.GradientTape() as tape:
+            loss = common.mean_loss(tf, labels, model(images, training=True))
+        tape = hvd.DistributedGradientTape(tape)
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss
+
+    extra = {**common.versions(tf), "implementation": IMPLEMENTATION}
+    rep = common.Reporter(cfg, hvd.rank(), hvd.size(), common.device_name(tf), extra=extra)
+    rep.header(count_params(model), size=hvd.size(), duration=duration, commit_every=commit_every)
+    total = cfg.warmup_steps + cfg.steps
+    state = hvd.elastic.TensorFlowKerasState(model, opt, step=0, deadline=started + duration)
+    sizes = {"current": hvd.size()}
+    rates: dict[int, list[float]] = {}
+
+    def on_reset() -> None:
+        old, new = sizes["current"], hvd.size()
+        sizes["current"] = new
+        rep.rank, rep.world_size, rep.root = hvd.rank(), new, hvd.rank() == 0
+        emit("event", name="resize", rank=hvd.rank(), old_size=old, new_size=new, step=state.step)
+
+    state.register_reset_callbacks([on_reset])
+
+    def finished(step: int) -> bool:
+        late = 1.0 if duration > 0 and time.time() >= state.deadline else 0.0
+        if stop_file and os.path.exists(stop_file):
+            late = 1.0
+        late = float(hvd.allreduce(tf.constant(late), op=hvd.Max, name="elastic_deadline"))
+        return step >= total or late > 0
+
+    @hvd.elastic.run
+    def train(state: Any) -> None:
+        while not finished(state.step):
+            start = time.perf_counter()
+            loss = float(train_step())
+            size = hvd.size()
+            state.step += 1
+            try:
+                if state.step % commit_every == 0:
+                    state.commit()  # raises HostsUpdatedInterrupt when a resize is due
+            finally:  # the step happened either way: report it
+                seconds = time.perf_counter() - start
+                rep.step(state.step - 1, seconds, loss, size=size)
+                if state.step - 1 >= cfg.warmup_steps:
+                    rates.setdefault(size, []).append(cfg.batch_size / seconds)
+
+    try:
+        train(state)
+    finally:
+        per_size = {str(n): round(sum(v) / len(v), 3) for n, v in sorted(rates.items())}
+        rep.summary(img_per_sec_by_size=per_size, final_size=hvd.size())
+    hvd.shutdown()
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m lab.bench.elastic",
+        description="Synthetic training under Horovod Elastic, reporting every resize; run "
+        "it with horovodrun --min-np/--max-np --host-discovery-script.",
+    )
+    p.add_argument("--model", default="tiny_cnn")
+    p.add_argument("--batch-size", type=int, default=32, help="per-worker batch size")
+    p.add_argument("--image-size", type=int, default=None)
+    p.add_argument("--num-classes", type=int, default=10)
+    p.add_argument("--warmup-steps", type=int, default=2)
+    p.add_argument("--steps", type=int, default=1_000_000, help="global steps (across resizes)")
+    p.add_argument(
+        "--duration",
+        type=float,
+        default=0.0,
+        help="stop this many seconds after the first worker started (0: only --steps)",
+    )
+    p.add_argument(
+        "--stop-file",
+        default="",
+        help="stop once this file exists (on any "
+        "worker's host); lab.cluster.elastic_hosts writes it for a 'SECONDS:stop' entry",
+    )
+    p.add_argument("--commit-every", type=int, default=1, help="commit the state every K steps")
+    p.add_argument("--optimizer", choices=("sgd", "momentum", "adam"), default="sgd")
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--threads", type=int, default=0, help="TensorFlow threads (0: TF's default)")
+    return p
+
+
+def parse_args(argv: Sequence[str] | None = None) -> tuple[Any, float, int, str]:
+    """(the synthetic workload's Config, duration, commit interval, stop file), checked."""
+    from lab.bench.synthetic import Config
+
+    parser = _parser()
+    ns = parser.parse_args(argv)
+    try:
+        spec = get_spec(ns.model)
+        image_size = spec.default_size if ns.image_size is None else ns.image_size
+        check_image_size(spec, image_size)
+        for name, value, low in (
+            ("batch-size", ns.batch_size, 1),
+            ("steps", ns.steps, 1),
+            ("warmup-steps", ns.warmup_steps, 0),
+            ("commit-every", ns.commit_every, 1),
+            ("num-classes", ns.num_classes, 2),
+            ("threads", ns.threads, 0),
+        ):
+            if value < low:
+                raise ParameterError(name, value, f"an integer >= {low}")
+        if not ns.lr > 0:
+            raise ParameterError("lr", ns.lr, "a number > 0")
+        if not ns.duration >= 0:
+            raise ParameterError("duration", ns.duration, "seconds >= 0")
+    except ParameterError as exc:
+        parser.error(str(exc))
+    cfg = Config(
+        model=spec.name,
+        batch_size=ns.batch_size,
+        image_size=image_size,
+        num_classes=ns.num_classes,
+        warmup_steps=ns.warmup_steps,
+        steps=ns.steps,
+        optimizer=ns.optimizer,
+        lr=ns.lr,
+        seed=ns.seed,
+        backend=BACKEND,
+        threads=ns.threads,
+    )
+    return cfg, ns.duration, ns.commit_every, ns.stop_file
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run(*parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

