@@ -63,3 +63,23 @@ def test_sweep_over_real_launches_resumes() -> None:
     assert first["throughput_total"].tolist() == [16.0, 32.0]
     again = run_sweep("sweep-real", points, run=run)
     assert len(calls) == 2 and again["sweep_status"].tolist() == ["skipped", "skipped"]
+
+
+def test_overhead_table_against_the_baseline_of_each_model() -> None:
+    import pandas as pd
+
+    summary = pd.DataFrame(
+        {
+            "model": ["a", "a", "a", "b", "b"],
+            "setting": ["baseline", "noise scale", "variance", "baseline", "noise scale"],
+            "state": ["succeeded"] * 4 + ["failed"],
+            "throughput_per_rank": [100.0, 90.0, 80.0, 50.0, 10.0],
+            "throughput_per_rank_ci": [1.0, 1.0, 1.0, 1.0, 1.0],
+        }
+    )
+    from lab.experiments import overhead_table
+
+    t = overhead_table(summary)
+    assert t["setting"].tolist() == ["noise scale", "variance"]  # b's failed run is left out
+    assert t["overhead"].round(6).tolist() == [0.1, 0.2]
+    assert (t["overhead_ci"] > 0).all()
