@@ -1,7 +1,7 @@
 """Run the lab's notebooks with papermill: the batch runner behind `make run` and the tests.
 
 Every notebook has one cell tagged ``parameters`` holding at least ``scale`` and
-``cluster``; this module injects them, executes each notebook into
+``cluster``; this module injects the scale (and a cluster when one is named), executes each notebook into
 ``results/notebooks/<same relative path>``, and reports pass/fail and wall time.
 papermill saves the executed notebook before it raises, so a failed notebook keeps
 every output up to the failing cell.
@@ -118,12 +118,16 @@ def run_notebooks(
     notebooks: Iterable[Path] | None = None,
     out_dir: Path | None = None,
     scale: str = "smoke",
-    cluster: str = "local",
+    cluster: str | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
     root: Path = NOTEBOOK_DIR,
     progress: bool = True,
 ) -> list[NotebookResult]:
-    """Run notebooks one after another with a progress bar; return every result."""
+    """Run notebooks one after another with a progress bar; return every result.
+
+    ``cluster`` overrides every notebook's own default (each notebook names the cluster
+    its smoke scale is meant for: ``local`` or an emulated profile on this machine).
+    """
     if scale not in SCALES:
         from lab.errors import ParameterError
 
@@ -137,9 +141,8 @@ def run_notebooks(
     for nb in bar:
         rel = nb.relative_to(root) if nb.is_relative_to(root) else Path(nb.name)
         bar.set_postfix_str(str(rel))
-        result = run_notebook(
-            nb, out_dir / rel, {"scale": scale, "cluster": cluster}, timeout=timeout
-        )
+        params = {"scale": scale} if cluster is None else {"scale": scale, "cluster": cluster}
+        result = run_notebook(nb, out_dir / rel, params, timeout=timeout)
         results.append(result)
         status = "ok" if result.ok else "FAILED"
         bar.write(f"{status:6} {result.seconds:7.1f}s  {rel}")
@@ -183,7 +186,9 @@ def add_parser(sub: Any) -> None:
         description="Execute every notebook (or those matching --only) at the given scale.",
     )
     p.add_argument("--scale", choices=SCALES, default="smoke")
-    p.add_argument("--cluster", default="local", help="cluster profile name or path")
+    p.add_argument(
+        "--cluster", default=None, help="cluster profile name or path (default: each notebook's)"
+    )
     p.add_argument(
         "--only",
         action="append",

@@ -33,7 +33,7 @@ def test_notebook_conventions(nb: Path) -> None:
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: str(p.relative_to(NOTEBOOK_DIR)))
 def test_notebook_runs_at_smoke_scale(nb: Path, tmp_path: Path) -> None:
     out = tmp_path / nb.name
-    result = run_notebook(nb, out, {"scale": "smoke", "cluster": "local"})
+    result = run_notebook(nb, out, {"scale": "smoke"})  # each notebook's own smoke cluster
     assert result.ok, f"{nb.name} failed: {result.error} (executed copy: {out})"
     executed = nbformat.read(out, as_version=4)
     errors = [
