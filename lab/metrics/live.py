@@ -18,7 +18,8 @@ from lab.metrics.records import parse_record
 
 
 class MetricTrace:
-    """Collect ``metric`` records named ``names`` and keep a live figure of them.
+    """Collect ``metric`` records named ``names`` (or step-record fields of those names)
+    and keep a live figure of them.
 
     Args:
         names: metric names to follow (e.g. ``("noise_scale", "variance")``).
@@ -59,12 +60,19 @@ class MetricTrace:
 
     def on_line(self, line: Any) -> None:
         rec = parse_record(line.text)
-        if not rec or rec.get("kind") != "metric" or rec.get("name") not in self.names:
+        if not rec:
             return
-        rank = rec.get("rank", line.rank if line.rank is not None else -1)
-        key = (self.label, str(rec["name"]), int(rank))
+        if rec.get("kind") == "metric" and rec.get("name") in self.names:
+            values = {str(rec["name"]): rec.get("value")}
+        elif rec.get("kind") == "step":  # workloads may carry monitored values on steps
+            values = {k: rec[k] for k in self.names if rec.get(k) is not None}
+        else:
+            return
+        rank = int(rec.get("rank", line.rank if line.rank is not None else -1))
+        step = int(rec.get("step", 0))
         with self._lock:
-            self.points.setdefault(key, []).append((int(rec.get("step", 0)), float(rec["value"])))
+            for name, value in values.items():
+                self.points.setdefault((self.label, name, rank), []).append((step, float(value)))
         if time.monotonic() - self._drawn_at >= self.every:
             self.draw()
 

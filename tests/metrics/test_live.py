@@ -39,3 +39,20 @@ def test_trace_keeps_named_metrics_per_run_and_rank() -> None:
     fig = trace.figure()
     assert len(fig.data) == 2 and list(fig.data[1].y) == [1.0, 11.0, 21.0]
     assert trace.label == ""  # the next run names its own lines
+
+
+def test_trace_reads_fields_of_step_records() -> None:
+    trace = MetricTrace(["noise_scale", "batch_size"], display=False).for_run("adaptive")
+    trace.on_line(
+        L(
+            0,
+            "stdout",
+            format_record(
+                "step", rank=0, step=4, samples=8, seconds=0.1, noise_scale=12.5, batch_size=16
+            ),
+        )
+    )
+    assert trace.points == {
+        ("adaptive", "noise_scale", 0): [(4, 12.5)],
+        ("adaptive", "batch_size", 0): [(4, 16.0)],
+    }
