@@ -1,0 +1,94 @@
+"""KungFu's own engine, where it is installed (``kungfu-run -np N python -m lab.bench.synthetic
+--backend kungfu-sync``): synchronous SGD (``SynchronousSGDOptimizer``) or asynchronous
+pair averaging (``PairAveragingOptimizer``), as benchmark_kungfu.py of the KungFu artifact.
+
+KungFu needs its own build; where ``import kungfu`` fails the run exits 2 saying how to
+install it. With ``--monitor`` on ``kungfu-sync``, gradients are all-reduced with KungFu's
+``group_all_reduce`` and the lab's estimators run on them, as KungFu's monitoring
+optimizers do.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from lab.bench import monitors
+from lab.bench.backends import EngineUnavailable, common
+from lab.bench.models import build_model, count_params
+from lab.errors import ParameterError
+
+if TYPE_CHECKING:
+    from lab.bench.synthetic import Config
+
+INSTALL = (
+    "KungFu is not installed on this node; install it: git clone https://github.com/lsds/KungFu "
+    "&& cd KungFu && pip install --no-index . (needs Go and a C++ compiler)"
+)
+
+
+def import_kungfu() -> Any:
+    """The ``kungfu`` package, or EngineUnavailable with the install command."""
+    try:
+        import kungfu
+    except ImportError as exc:
+        raise EngineUnavailable(INSTALL) from exc
+    return kungfu
+
+
+def run(cfg: Config) -> int:
+    import_kungfu()
+    tf = common.setup_tensorflow(cfg.threads)
+    try:
+        from kungfu.python import current_cluster_size, current_local_rank, current_rank
+        from kungfu.tensorflow.initializer import broadcast_variables
+        from kungfu.tensorflow.ops import group_all_reduce
+        from kungfu.tensorflow.optimizers import PairAveragingOptimizer, SynchronousSGDOptimizer
+    except ImportError as exc:
+        raise EngineUnavailable(f"{INSTALL} (import failed: {exc})") from exc
+
+    rank, size = current_rank(), current_cluster_size()
+    if cfg.monitor != "none" and size < 2:
+        raise ParameterError("np", size, f"at least 2 ranks for --monitor {cfg.monitor}")
+    common.pin_gpu(tf, current_local_rank())
+    common.seed_everything(cfg)
+    model = build_model(cfg.model, cfg.image_size, cfg.num_classes)
+    base = common.make_optimizer(cfg)
+    if cfg.backend == "kungfu-async":
+        opt = PairAveragingOptimizer(base)
+    elif cfg.monitor == "none":
+        opt = SynchronousSGDOptimizer(base)
+    else:
+        opt = base  # the step all-reduces itself, to see the local gradients too
+    images, labels = common.make_data(tf, cfg, rank)
+    b_small, b_big = float(cfg.batch_size), float(cfg.batch_size * size)
+
+    def average(grads: list[Any]) -> list[Any]:
+        return [g / size for g in group_all_reduce(grads)]
+
+    @tf.function
+    def train_step(first_batch: bool, measure: bool) -> Any:
+        with tf.GradientTape() as tape:
+            loss = common.mean_loss(tf, labels, model(images, training=True))
+        variables = model.trainable_variables
+        grads = tape.gradient(loss, variables)
+        outputs: dict[str, Any] = {}
+        if cfg.monitor != "none":
+            local, grads = grads, average(grads)
+            if measure:
+                outputs = monitors.tf_measure(cfg.monitor, local, grads, average, b_small, b_big)
+        opt.apply_gradients(zip(grads, variables, strict=True))
+        if first_batch:
+            broadcast_variables(model.variables)
+            slots = opt.variables
+            broadcast_variables(slots() if callable(slots) else slots)
+        return loss, outputs
+
+    def step_fn(i: int) -> tuple[Any, dict[str, Any]]:
+        return train_step(i == 0, cfg.monitor != "none" and i % cfg.interval == 0)
+
+    rep = common.Reporter(
+        cfg, rank, size, common.device_name(tf), root=rank == 0, extra=common.versions(tf)
+    )
+    rep.header(count_params(model))
+    common.run_loop(cfg, rep, step_fn, monitors.MonitorSink(rep.metric))
+    return 0

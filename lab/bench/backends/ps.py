@@ -1,0 +1,189 @@
+"""Asynchronous SGD on TensorFlow's parameter-server runtime (ParameterServerStrategy).
+
+Every process reads its part from TF_CONFIG (set by the ``ps`` launcher; the task type may
+also come from LAB_PS_ROLE / LAB_PS_INDEX):
+
+- ``ps`` and ``worker`` tasks start a ``tf.distribute.Server`` and serve until the chief
+  is gone. The chief's gRPC server listens on its TF_CONFIG address for the whole run, so
+  each server task polls that address: it waits (at most ``--ps-wait`` seconds) for the
+  chief to answer, then exits 0 once the chief stops answering. No shared filesystem and
+  no extra channel is needed, and every process ends on its own after the chief ends.
+- the ``chief`` builds the model under ``strategy.scope()`` (variables live on the ps
+  tasks), schedules ``(warmup + steps) × workers`` steps through a ClusterCoordinator, and
+  reports. Closures go to whichever worker is free, so a fast worker runs more steps.
+
+Records: only the chief prints them. Each ``step`` record describes one step of one
+worker: ``rank`` and ``worker`` are that worker's index (from
+``tf.distribute.coordinator.experimental_get_current_worker_index``), ``step`` counts that
+worker's steps, and ``seconds`` is measured on the worker's clock between the ends of its
+consecutive steps (the first: start to end), so it includes the pull/push of variables
+and the dispatch gap. ``world_size`` is the number of workers; a header is printed for
+each worker rank, all with ``reporter: "chief"``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+import traceback
+from typing import TYPE_CHECKING, Any
+
+from lab.bench.backends import common
+from lab.bench.models import build_model, count_params
+from lab.errors import ParameterError
+
+if TYPE_CHECKING:
+    from lab.bench.synthetic import Config
+
+ROLES = ("chief", "worker", "ps")
+POLL_SECONDS = 0.5
+MISSES_TO_EXIT = 3  # consecutive failed connects before a server task decides the chief ended
+
+
+def read_tf_config() -> tuple[dict[str, Any], str, int]:
+    """(cluster spec dict, task type, task index) from TF_CONFIG and LAB_PS_ROLE/INDEX."""
+    raw = os.environ.get("TF_CONFIG")
+    if not raw:
+        raise ParameterError(
+            "TF_CONFIG", raw, "a JSON cluster spec; start ps runs with the ps launcher"
+        )
+    try:
+        conf = json.loads(raw)
+        cluster = dict(conf["cluster"])
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise ParameterError(
+            "TF_CONFIG", raw, 'JSON like {"cluster": {...}, "task": {...}}'
+        ) from None
+    task = conf.get("task") or {}
+    role = task.get("type") or os.environ.get("LAB_PS_ROLE", "")
+    index = int(task.get("index", os.environ.get("LAB_PS_INDEX", "0")))
+    if role not in ROLES:
+        raise ParameterError("task type", role, ", ".join(ROLES))
+    for job in ("chief", "worker", "ps"):
+        if not cluster.get(job):
+            raise ParameterError(
+                f"TF_CONFIG cluster.{job}", cluster.get(job), "a non-empty address list"
+            )
+    return cluster, role, index
+
+
+def _answers(address: str, timeout: float = 1.0) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def watch_chief(address: str, wait: float) -> int:
+    """Block while the chief runs; 0 once it has come and gone, 1 if it never came."""
+    deadline = time.monotonic() + wait
+    while not _answers(address):
+        if time.monotonic() > deadline:
+            print(
+                f"chief {address} did not appear within {wait:.0f} s", file=sys.stderr, flush=True
+            )
+            return 1
+        time.sleep(POLL_SECONDS)
+    misses = 0
+    while misses < MISSES_TO_EXIT:
+        time.sleep(POLL_SECONDS)
+        misses = 0 if _answers(address) else misses + 1
+    return 0
+
+
+def serve(tf: Any, cfg: Config, cluster: dict[str, Any], role: str, index: int) -> int:
+    """A ps or worker task: serve the cluster until the chief has ended."""
+    server = tf.distribute.Server(
+        tf.train.ClusterSpec(cluster), job_name=role, task_index=index, protocol="grpc", start=True
+    )
+    print(f"{role} {index} serving at {server.target}", file=sys.stderr, flush=True)
+    code = watch_chief(cluster["chief"][0], cfg.ps_wait)
+    print(f"{role} {index}: chief ended, exiting", file=sys.stderr, flush=True)
+    return code
+
+
+def run(cfg: Config) -> int:
+    os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")  # as TF's PS guide asks
+    cluster, role, index = read_tf_config()
+    tf = common.setup_tensorflow(cfg.threads)
+    if role != "chief":
+        code = serve(tf, cfg, cluster, role, index)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)  # the gRPC server cannot be stopped; its threads would keep us alive
+    try:
+        code = train(tf, cfg, cluster)
+    except Exception:  # the coordinator's threads would keep a failed chief alive
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # the coordinator's threads would otherwise outlive the run
+
+
+def train(tf: Any, cfg: Config, cluster: dict[str, Any]) -> int:
+    """The chief: build, schedule every worker's steps, and report as they finish."""
+    workers = len(cluster["worker"])
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    strategy = tf.distribute.ParameterServerStrategy(resolver)
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    common.seed_everything(cfg)
+    with strategy.scope():
+        model = build_model(cfg.model, cfg.image_size, cfg.num_classes)
+        opt = common.make_optimizer(cfg)
+
+    def dataset_fn(_: Any = None) -> Any:
+        worker = tf.distribute.coordinator.experimental_get_current_worker_index()
+        images, labels = common.make_data(tf, cfg, worker)  # made once, on the worker
+        return tf.data.Dataset.from_tensors((images, labels)).repeat()
+
+    @tf.function
+    def per_worker_dataset() -> Any:
+        return strategy.distribute_datasets_from_function(dataset_fn)
+
+    iterator = iter(coordinator.create_per_worker_dataset(per_worker_dataset))
+
+    @tf.function
+    def step_fn(it: Any) -> Any:
+        def replica_fn(images: Any, labels: Any) -> Any:
+            start = tf.timestamp()
+            with tf.control_dependencies([start]):
+                with tf.GradientTape() as tape:
+                    loss = common.mean_loss(tf, labels, model(images, training=True))
+                grads = tape.gradient(loss, model.trainable_variables)
+                opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+            with tf.control_dependencies([loss, *grads]):
+                end = tf.timestamp()
+            return loss, start, end
+
+        images, labels = next(it)
+        loss, start, end = strategy.run(replica_fn, args=(images, labels))
+        worker = tf.distribute.coordinator.experimental_get_current_worker_index()
+        return loss, worker, start, end
+
+    versions = common.versions(tf)
+    rep = common.Reporter(cfg, 0, workers, common.device_name(tf), iter_lines=False, extra=versions)
+    for w in range(workers):
+        rep.rank = w
+        rep.header(count_params(model), worker=w, reporter="chief", ps_tasks=len(cluster["ps"]))
+
+    total = (cfg.warmup_steps + cfg.steps) * workers
+    pending = [coordinator.schedule(step_fn, args=(iterator,)) for _ in range(total)]
+    done: dict[int, int] = {}
+    last_end: dict[int, float] = {}
+    for remote in pending:  # a worker runs its closures in order, so this keeps per-worker order
+        loss, worker, start, end = remote.fetch()
+        w = int(worker)
+        k = done.get(w, 0)
+        seconds = float(end) - last_end.get(w, float(start))
+        last_end[w], done[w] = float(end), k + 1
+        rep.step(k, seconds, float(loss), rank=w, worker=w, reporter="chief")
+    coordinator.join()
+    rep.rank = 0
+    rep.summary(steps_per_worker={str(w): n for w, n in sorted(done.items())}, reporter="chief")
+    return 0
