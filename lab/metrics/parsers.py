@@ -342,10 +342,8 @@ def split_tag(text: str) -> tuple[str, dict[str, Any]]:
 def _normalise(rec: dict[str, Any], rank: int | None, ctx: dict[str, Any]) -> dict[str, Any]:
     out = {k: rec.get(k) for k in SCHEMA}
     out.update({k: v for k, v in rec.items() if k not in SCHEMA})
-    if rank is not None:
-        out["rank"] = rank
-    elif out["rank"] is None:
-        out["rank"] = ctx.get("tag_rank")
+    if out["rank"] is None:  # a record's own rank wins: a ps chief reports its workers' steps
+        out["rank"] = rank if rank is not None else ctx.get("tag_rank")
     for key in ("host", "port", "local_rank"):
         if key in ctx and key not in out:
             out[key] = ctx[key]
@@ -362,7 +360,9 @@ def parse_line(text: str, rank: int | None = None) -> list[dict[str, Any]]:
     Args:
         text: one line, with or without its newline, tags and colour codes.
         rank: the rank that printed it, when the caller knows (e.g. from the log's
-            name); otherwise the record's own ``rank`` field or the launcher tag decide.
+            name); used for records without a ``rank`` field of their own (a record may
+            describe another rank: the ps chief reports each worker's steps), else the
+            launcher tag decides.
     """
     line = strip_ansi(text).rstrip("\r\n")
     body, ctx = split_tag(line.strip())

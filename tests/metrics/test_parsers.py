@@ -326,3 +326,10 @@ def test_register_format_adds_and_orders(monkeypatch: pytest.MonkeyPatch) -> Non
     assert parsers.FORMATS[0].name == "custom"
     (rec,) = parse_line("samples/s = 12")
     assert (rec["throughput"], rec["source"]) == (12.0, "custom")
+
+
+def test_a_records_own_rank_wins_over_the_logs() -> None:
+    """The ps chief's log holds step records of each worker (rank = the worker's index)."""
+    chief = '@lab {"kind": "step", "rank": 1, "step": 4, "samples": 32, "seconds": 0.5}'
+    assert [r["rank"] for r in parse_line(chief, rank=3)] == [1]
+    assert [r["rank"] for r in parse_line("Iter #2: 48.7 img/sec per GPU", rank=3)] == [3]
