@@ -1,8 +1,9 @@
 """Run the lab's notebooks with papermill: the batch runner behind `make run` and the tests.
 
 Every notebook has one cell tagged ``parameters`` holding at least ``scale`` and
-``cluster``; this module injects the scale (and a cluster when one is named), executes each notebook into
-``results/notebooks/<same relative path>``, and reports pass/fail and wall time.
+``cluster``; this module injects the scale (and a cluster when one is named), executes
+each notebook into ``results/notebooks/<same relative path>``, and reports pass/fail and
+wall time.
 papermill saves the executed notebook before it raises, so a failed notebook keeps
 every output up to the failing cell.
 """

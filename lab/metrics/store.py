@@ -180,7 +180,8 @@ def load_run(run_dir: str | os.PathLike[str], use_cache: bool = True) -> pd.Data
     value, source), any extra record fields, ``log`` and ``line`` (where it was printed),
     ``run_id``, ``experiment`` and the manifest's parameters (flattened). A record's own
     ``rank`` wins; otherwise the rank comes from the log's name (``rank-<r>.log``), and
-    lines in ``launcher.log`` keep the rank their launcher tag gives, if any. The table is cached as ``records.parquet`` in the run directory.
+    lines in ``launcher.log`` keep the rank their launcher tag gives, if any. The table is
+    cached as ``records.parquet`` in the run directory.
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
