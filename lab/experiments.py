@@ -9,12 +9,14 @@ dict of parameters (system, model, batch size, workers, ...) that becomes one ru
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lab import kungfu_artifact
 from lab.errors import ParameterError
 
 # Workload settings per scale. Smoke: small inputs that run in seconds on 2 CPU cores.
@@ -36,8 +38,10 @@ class System:
         backend: the ``--backend`` of the workload (None for workloads without one).
         module: the workload module run by every rank.
         options: launcher options.
-        requires: what must be installed: a Python module name, or ``exe:NAME``.
+        requires: what must be there: a Python module name, ``exe:NAME`` or ``env:VAR``.
         min_workers: the smallest number of workers it runs with.
+        command: builds the rank's argv from (point, python) instead of ``module`` and
+            flags (for upstream scripts such as the KungFu artifact's).
     """
 
     name: str
@@ -48,6 +52,7 @@ class System:
     options: Mapping[str, Any] = field(default_factory=dict)
     requires: tuple[str, ...] = ()
     min_workers: int = 1
+    command: Callable[[Mapping[str, Any], str], list[str]] | None = None
 
     def unavailable(self) -> str | None:
         """Why this system cannot run here, or None when it can."""
@@ -56,6 +61,9 @@ class System:
                 exe = need[4:]
                 if not (shutil.which(exe) or (_venv_bin() / exe).is_file()):
                     return f"{exe} is not installed"
+            elif need.startswith("env:"):
+                if not os.environ.get(need[4:]):
+                    return f"{need[4:]} is not set"
             elif importlib.util.find_spec(need) is None:
                 return f"Python package {need!r} is not installed"
         return None
@@ -101,6 +109,31 @@ SYSTEMS: dict[str, System] = {
             "kungfu",
             "kungfu-async",
             requires=("kungfu", "exe:kungfu-run"),
+        ),
+        System(
+            "kungfu-artifact-monitoring",
+            "KungFu (artifact's monitoring benchmark)",
+            "kungfu",
+            None,
+            requires=("exe:kungfu-run", "env:KUNGFU_ARTIFACT"),
+            command=kungfu_artifact.monitoring_argv,
+        ),
+        System(
+            "kungfu-artifact-sync",
+            "KungFu sync SGD (artifact's benchmark)",
+            "kungfu",
+            None,
+            requires=("exe:kungfu-run", "env:KUNGFU_ARTIFACT"),
+            command=kungfu_artifact.benchmark_argv("sync-sgd"),
+        ),
+        System(
+            "kungfu-artifact-async",
+            "KungFu pair averaging (artifact's benchmark)",
+            "kungfu",
+            None,
+            requires=("exe:kungfu-run", "env:KUNGFU_ARTIFACT"),
+            command=kungfu_artifact.benchmark_argv("async-sgd"),
+            min_workers=2,
         ),
         System(
             "pair-avg",
@@ -163,6 +196,8 @@ WORKLOAD_FLAGS = (
 def workload_argv(point: Mapping[str, Any], python: str) -> list[str]:
     """The rank command for one point: ``python -m <module> --backend ... --model ...``."""
     system = get_system(point["system"])
+    if system.command is not None:
+        return system.command(point, python)
     argv = [python, "-m", system.module]
     if system.backend:
         argv += ["--backend", system.backend]

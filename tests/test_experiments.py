@@ -83,3 +83,37 @@ def test_overhead_table_against_the_baseline_of_each_model() -> None:
     assert t["setting"].tolist() == ["noise scale", "variance"]  # b's failed run is left out
     assert t["overhead"].round(6).tolist() == [0.1, 0.2]
     assert (t["overhead_ci"] > 0).all()
+
+
+def test_kungfu_artifact_systems_run_the_artifacts_exact_commands(monkeypatch) -> None:
+    from lab.experiments import SYSTEMS as S
+
+    monkeypatch.delenv("KUNGFU_ARTIFACT", raising=False)
+    assert "KUNGFU_ARTIFACT is not set" in (S["kungfu-artifact-sync"].unavailable() or "") or (
+        "kungfu-run is not installed" in (S["kungfu-artifact-sync"].unavailable() or "")
+    )
+    monkeypatch.setenv("KUNGFU_ARTIFACT", "/opt/KungFu")
+    point = {
+        "system": "kungfu-artifact-monitoring",
+        "model": "ResNet50",
+        "batch_size": 64,
+        "monitor": "noise-scale",
+        "interval": 1,
+    }
+    assert workload_argv(point, "python3") == [
+        "python3",
+        "/opt/KungFu/benchmarks/monitoring/benchmark.py",
+        "--kf-optimizer=noise-scale",
+        "--model=ResNet50",
+        "--batch-size=64",
+        "--interval=1",
+    ]
+    sync = workload_argv(
+        {"system": "kungfu-artifact-async", "model": "ResNet50", "batch_size": 64}, "python3"
+    )
+    assert sync[1:] == [
+        "/opt/KungFu/benchmarks/system/benchmark_kungfu.py",
+        "--kungfu=async-sgd",
+        "--model=ResNet50",
+        "--batch-size=64",
+    ]
