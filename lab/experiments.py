@@ -356,6 +356,7 @@ def overhead_table(
 ) -> Any:
     """Overhead ``1 − with/without`` of every setting against the baseline run of the
     same group (e.g. the same model), with the 95% CI propagated from both throughputs.
+    ``summary`` may be one row per run or per setting (``lab.metrics.aggregate_runs``).
 
     Returns:
         One row per (group, setting) other than the baseline: the group's columns,
@@ -365,7 +366,7 @@ def overhead_table(
 
     from lab.metrics.stats import Estimate, overhead
 
-    ok = summary[summary["state"] == "succeeded"]
+    ok = summary[summary["state"] == "succeeded"] if "state" in summary else summary
     rows = []
     for keys, group in ok.groupby(list(within)):
         base = group[group[setting] == baseline]
