@@ -103,7 +103,7 @@ def launch(
         check_hosts([s.host for s in slots], options=ssh_opts)
     observers = _observers(view)
 
-    with _hosts_up(target) as up:
+    with _hosts_up(target, sshd=bool(getattr(runner, "needs_ssh_to_hosts", False))) as up:
         if up is not target:
             job = dataclasses.replace(job, cluster=up)
             slots = allocate(up, np)
@@ -152,8 +152,12 @@ def _cluster(hosts: str | None, cluster: str | Cluster | None, hostfile: str | N
 
 
 @contextlib.contextmanager
-def _hosts_up(cluster: Cluster) -> Iterator[Cluster]:
-    """Emulated clusters are brought up (and down) by lab.cluster.emulation.prepare."""
+def _hosts_up(cluster: Cluster, sshd: bool = False) -> Iterator[Cluster]:
+    """Emulated clusters are brought up (and down) by lab.cluster.emulation.prepare.
+
+    ``sshd``: the launcher starts ranks itself over SSH (mpirun), so every emulated host
+    runs an sshd; launchers that start one process per rank do without.
+    """
     if not cluster.emulated:
         yield cluster
         return
@@ -161,7 +165,7 @@ def _hosts_up(cluster: Cluster) -> Iterator[Cluster]:
         from lab.cluster import emulation
     except ImportError as e:
         raise LaunchError(f"emulated clusters need lab.cluster.emulation ({e})") from e
-    with emulation.prepare(cluster) as up:
+    with emulation.prepare(cluster, sshd=sshd) as up:
         yield up
 
 

@@ -77,11 +77,16 @@ def wrap_argv(host: Host, argv: Sequence[str]) -> list[str]:
 
 
 @contextlib.contextmanager
-def prepare(cluster: Cluster) -> Iterator[Cluster]:
+def prepare(cluster: Cluster, sshd: bool = False) -> Iterator[Cluster]:
     """Create the cluster's hosts; yield it with namespaces and addresses; remove them.
 
     A cluster without ``emulated`` is yielded unchanged. Stale objects of lab runs whose
     owner died are removed first. Removal also runs when the body raises.
+
+    Args:
+        cluster: the cluster; its ``emulated`` section says what to create.
+        sshd: start an sshd in every host even when the profile does not ask for one
+            (``emulated: {sshd: true}``): launchers that reach hosts over SSH need it.
 
     Raises:
         LaunchError: root, ``ip``, ``tc`` or a cgroup cpu controller is missing, or the
@@ -97,7 +102,7 @@ def prepare(cluster: Cluster) -> Iterator[Cluster]:
     driver = cgroups.detect()
     with state.locked():
         cleanup_stale()
-        rec = _plan(cluster, specs, driver)
+        rec = _plan(cluster, specs, driver, sshd or bool((cluster.emulated or {}).get("sshd")))
         try:
             up = _build(cluster, specs, rec, driver)
         except BaseException:
@@ -122,7 +127,9 @@ def _teardown_after_error(rec: state.Record) -> None:
         log.error("%s", e)
 
 
-def _plan(cluster: Cluster, specs: list[HostSpec], driver: cgroups.CgroupDriver) -> state.Record:
+def _plan(
+    cluster: Cluster, specs: list[HostSpec], driver: cgroups.CgroupDriver, sshd: bool
+) -> state.Record:
     live = [ipaddress.IPv4Network(r.subnet) for r in state.records() if r.subnet]
     subnet = netns.pick_subnet(requested_subnet(cluster.emulated or {}), live)
     if len(specs) > subnet.num_addresses - 3:
@@ -137,7 +144,7 @@ def _plan(cluster: Cluster, specs: list[HostSpec], driver: cgroups.CgroupDriver)
         links=[state.veth_name(tag, i + 1) for i in range(len(specs))],
         netns=[state.netns_name(tag, s.name) for s in specs],
         cgroups=[*(str(parent / s.name) for s in specs), str(parent)],
-        files=str(state.state_dir() / tag) if (cluster.emulated or {}).get("sshd") else "",
+        files=str(state.state_dir() / tag) if sshd else "",
     )
     rec.save()  # before anything exists: a crash from here on leaves a complete list
     return rec
@@ -176,7 +183,7 @@ def _build(
         from lab.cluster.emulation import sshd
 
         servers = _SERVERS.setdefault(rec.tag, [])
-        extra["ssh_options"] = sshd.start(hosts, Path(rec.files), wrap_argv, servers)
+        extra["ssh_options"] = sshd.start(hosts, Path(rec.files), wrap_argv, servers, host_env)
     extra = {
         **extra,
         "emulation": {

@@ -1,10 +1,11 @@
 """An OpenSSH server inside each emulated host (``emulated: {sshd: true}``).
 
-With it, tools that reach hosts over SSH (``mpirun -H``, ``horovodrun -H``, the ps
-launcher) reach emulated hosts by address exactly as real nodes. Each sshd runs inside its
-host's namespace and cgroup, so sessions it starts do too, and it ends with the host's
-cgroup. Keys are throw-away ones in the cluster's own directory under the lab's cache;
-the cluster's ``extra["ssh_options"]`` carries the identity and known_hosts to use.
+With it, tools that reach hosts over SSH (``mpirun -H``, the ps launcher) reach emulated
+hosts by address exactly as real nodes. Each sshd runs inside its host's namespace and
+cgroup, so sessions it starts do too, and it ends with the host's cgroup. Sessions see the
+host's name as hostname and get its variables (lifecycle.host_env). Keys are throw-away
+ones in the cluster's own directory under the lab's cache; the cluster's
+``extra["ssh_options"]`` carries the identity and known_hosts to use.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from lab.cluster.inventory import Host
@@ -45,10 +46,14 @@ def start(
     directory: Path,
     wrap: Callable[[Host, Sequence[str]], list[str]],
     servers: list[subprocess.Popen],
+    env: Callable[[Host], Mapping[str, str]] | None = None,
 ) -> list[str]:
     """Start one sshd per host (through ``wrap``, i.e. wrap_argv) and wait until each listens.
 
-    ``servers`` receives each sshd process as it starts (for ``stop``).
+    ``servers`` receives each sshd process as it starts (for ``stop``). ``env(host)`` is
+    set in every session of that host (sshd's ``SetEnv``): a session starts from a fresh
+    environment, so ranks started over SSH would otherwise miss the host's variables
+    (e.g. lifecycle.host_env's interface names) that ranks started by wrap_argv get.
 
     Returns:
         The ssh options that reach them: identity, known_hosts, strict host-key checking.
@@ -56,6 +61,8 @@ def start(
     sshd = shutil.which("sshd") or "/usr/sbin/sshd"
     if not Path(sshd).is_file() or shutil.which("ssh-keygen") is None:
         raise LaunchError("emulated.sshd needs OpenSSH (apt-get install openssh-server)")
+    if shutil.which("unshare") is None or shutil.which("hostname") is None:
+        raise LaunchError("emulated.sshd needs unshare and hostname (util-linux, hostname)")
     if not Path("/run/sshd").is_dir():
         raise LaunchError("sshd needs its privilege-separation directory: mkdir -p /run/sshd")
     directory.mkdir(parents=True, exist_ok=True)
@@ -70,6 +77,7 @@ def start(
     for h in hosts:
         log = (directory / f"sshd-{h.name}.log").open("w")
         argv = [sshd, "-D", "-e", "-f", str(config), "-o", f"ListenAddress={h.address}"]
+        argv = [*_own_hostname(h.name), *argv, *_set_env(env(h) if env else {})]
         proc = subprocess.Popen(wrap(h, argv), stdout=log, stderr=subprocess.STDOUT)
         log.close()
         servers.append(proc)
@@ -91,6 +99,21 @@ def start(
         "-F", "/dev/null", "-i", str(directory / "client_key"), "-o", "IdentitiesOnly=yes",
         "-o", f"UserKnownHostsFile={known}", "-o", "StrictHostKeyChecking=yes",
     ]  # fmt: skip
+
+
+def _own_hostname(name: str) -> list[str]:
+    """Run sshd (and so every session) in a UTS namespace named after its host. Engines
+    that start ranks over SSH tell nodes apart by hostname: OpenMPI with the machine's one
+    name on every host mixes up which ranks share a node, and its collectives hang or fail
+    (MPI_ERR_TRUNCATE in MPI_Comm_split_type)."""
+    return ["unshare", "--uts", "--", "sh", "-c", 'hostname "$0" && exec "$@"', name]
+
+
+def _set_env(env: Mapping[str, str]) -> list[str]:
+    """``-o "SetEnv K=V ..."`` for sshd; values with blanks or quotes are left out (SetEnv
+    would need them quoted, and the lab's host variables never have any)."""
+    pairs = [f"{k}={v}" for k, v in env.items() if v and not set(v) & set(" \t\n\"'")]
+    return ["-o", "SetEnv " + " ".join(pairs)] if pairs else []
 
 
 def stop(servers: Sequence[subprocess.Popen], grace: float = 5.0) -> None:

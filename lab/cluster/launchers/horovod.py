@@ -6,6 +6,14 @@ after the colon). With the MPI controller horovodrun runs ``mpirun --tag-output`
 lines read ``[1,<rank>]<stdout>: text``; ``demux`` reads both.
 
 ``--disable-cache`` keeps horovodrun from writing its check cache under ~/.horovod.
+
+Emulated clusters are refused: before it starts ranks, horovodrun (0.28.1, with either
+controller) runs ``ssh -o PasswordAuthentication=no -o StrictHostKeyChecking=no HOST true``
+to every remote host (horovod/runner/util/remote.py, launch.py), with only ``--ssh-port``
+and ``--ssh-identity-file`` to adjust it: no known_hosts, no ssh config. That would turn
+host-key checking off (and write to ~/.ssh/known_hosts). Horovod's MPI controller is
+reached instead through the ``mpi`` launcher, whose ranks run the Horovod workload under
+mpirun with the emulation's own known_hosts and strict checking.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
+from typing import ClassVar
 
 from lab.cluster.inventory import Slot
 from lab.cluster.launchers.base import Job, Line, ProcessSpec, register
@@ -36,6 +45,14 @@ INSTALL_HOROVOD = (
     "install Horovod on every node: HOROVOD_WITH_GLOO=1 HOROVOD_WITH_TENSORFLOW=1 "
     "pip install --no-cache-dir horovod==0.28.1 (needs cmake and a C++ compiler; "
     "see env/setup.sh)"
+)
+
+EMULATED_ALTERNATIVE = (
+    "horovodrun cannot run on emulated clusters: it reaches hosts with "
+    "'ssh -o StrictHostKeyChecking=no' hard-coded (horovod/runner/util/remote.py), which would "
+    "turn host-key checking off. Use launcher='mpi' with the Horovod workload instead (Horovod's "
+    "MPI controller under mpirun, e.g. 'python -m lab.bench.synthetic --backend horovod'; "
+    "the system 'horovod-mpi' in lab.experiments)"
 )
 
 _GLOO_TAG = re.compile(r"^\[(\d+)\]<(stdout|stderr)>:(.*)$", re.DOTALL)
@@ -62,12 +79,15 @@ class HorovodLauncher:
     """
 
     name = "horovod"
+    needs_ssh_to_hosts: ClassVar[bool] = True
 
     def __init__(self, program: str = "horovodrun", as_root: bool | None = None) -> None:
         self.program = program
         self.as_root = as_root
 
     def check(self, job: Job) -> None:
+        if job.cluster is not None and job.cluster.emulated:
+            raise LaunchError(EMULATED_ALTERNATIVE)
         if find_program(self.program) is None:
             raise LaunchError(f"{self.program} not found on PATH; {INSTALL_HOROVOD}")
         controller = choice_option(job, "controller", "gloo", CONTROLLERS)

