@@ -155,16 +155,35 @@ def get_system(name: str) -> System:
         raise ParameterError("system", name, ", ".join(SYSTEMS)) from None
 
 
-def split_available(names: Iterable[str]) -> tuple[list[str], dict[str, str]]:
-    """The systems that can run here, and why each of the others cannot."""
+def split_available(names: Iterable[str], cluster: Any = None) -> tuple[list[str], dict[str, str]]:
+    """The systems that can run here (on ``cluster``, when given: its launcher is asked
+    whether it can start a job there), and why each of the others cannot."""
     runnable, skipped = [], {}
     for name in names:
-        reason = get_system(name).unavailable()
+        system = get_system(name)
+        reason = system.unavailable() or (
+            _launcher_refuses(system, cluster) if cluster is not None else None
+        )
         if reason:
             skipped[name] = reason
         else:
             runnable.append(name)
     return runnable, skipped
+
+
+def _launcher_refuses(system: System, cluster: Any) -> str | None:
+    """The launcher's own pre-launch check (e.g. horovodrun on an emulated cluster)."""
+    from lab.cluster.inventory import load_profile
+    from lab.cluster.launchers.base import Job, get_launcher
+    from lab.errors import LabError
+
+    c = load_profile(cluster) if isinstance(cluster, str) else cluster
+    job = Job(command=("true",), np=1, cluster=c, options=dict(system.options))
+    try:
+        get_launcher(system.launcher).check(job)
+    except LabError as e:
+        return str(e).split(":", 1)[0] if len(str(e)) > 120 else str(e)
+    return None
 
 
 def python_for(cluster: Any) -> str:

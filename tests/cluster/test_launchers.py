@@ -124,10 +124,11 @@ def test_unknown_launcher_lists_known_ones():
 # --- local ------------------------------------------------------------------------------
 
 
-def rank_env(rank, size, local, local_size, cross, cross_size, addr, port="29500"):
+def rank_env(rank, size, local, local_size, cross, cross_size, addr, port="29500", addrs=""):
     return {
         "PYTHONUNBUFFERED": "1",
         "A": "1",
+        "LAB_RANK_ADDRS": addrs,
         "RANK": str(rank),
         "WORLD_SIZE": str(size),
         "LOCAL_RANK": str(local),
@@ -139,31 +140,59 @@ def rank_env(rank, size, local, local_size, cross, cross_size, addr, port="29500
     }
 
 
+LOCAL2, HH = "127.0.0.1,127.0.0.1", "h1,h1,h2"
+GG = f"10.0.0.1,10.0.0.1,{G2.reach_address},{G2.reach_address}"
+
+
 @pytest.mark.parametrize(
     "job, expected",
     [
         (
             make_job(2),
             [
-                ("localhost", rank_env(0, 2, 0, 2, 0, 1, "127.0.0.1")),
-                ("localhost", rank_env(1, 2, 1, 2, 0, 1, "127.0.0.1")),
+                ("localhost", rank_env(0, 2, 0, 2, 0, 1, "127.0.0.1", addrs=LOCAL2)),
+                ("localhost", rank_env(1, 2, 1, 2, 0, 1, "127.0.0.1", addrs=LOCAL2)),
             ],
         ),
         (
             make_job(3, H1, H2, master_port=29777),
             [
-                ("h1", rank_env(0, 3, 0, 2, 0, 2, "h1", "29777")),
-                ("h1", rank_env(1, 3, 1, 2, 0, 2, "h1", "29777")),
-                ("h2", rank_env(2, 3, 0, 1, 1, 2, "h1", "29777")),
+                ("h1", rank_env(0, 3, 0, 2, 0, 2, "h1", "29777", HH)),
+                ("h1", rank_env(1, 3, 1, 2, 0, 2, "h1", "29777", HH)),
+                ("h2", rank_env(2, 3, 0, 1, 1, 2, "h1", "29777", HH)),
             ],
         ),
         (
             make_job(4, G1, G2),
             [
-                ("g1", {**rank_env(0, 4, 0, 2, 0, 2, "10.0.0.1"), "CUDA_VISIBLE_DEVICES": "0"}),
-                ("g1", {**rank_env(1, 4, 1, 2, 0, 2, "10.0.0.1"), "CUDA_VISIBLE_DEVICES": "1"}),
-                ("g2", {**rank_env(2, 4, 0, 2, 1, 2, "10.0.0.1"), "CUDA_VISIBLE_DEVICES": "0"}),
-                ("g2", {**rank_env(3, 4, 1, 2, 1, 2, "10.0.0.1"), "CUDA_VISIBLE_DEVICES": "0"}),
+                (
+                    "g1",
+                    {
+                        **rank_env(0, 4, 0, 2, 0, 2, "10.0.0.1", addrs=GG),
+                        "CUDA_VISIBLE_DEVICES": "0",
+                    },
+                ),
+                (
+                    "g1",
+                    {
+                        **rank_env(1, 4, 1, 2, 0, 2, "10.0.0.1", addrs=GG),
+                        "CUDA_VISIBLE_DEVICES": "1",
+                    },
+                ),
+                (
+                    "g2",
+                    {
+                        **rank_env(2, 4, 0, 2, 1, 2, "10.0.0.1", addrs=GG),
+                        "CUDA_VISIBLE_DEVICES": "0",
+                    },
+                ),
+                (
+                    "g2",
+                    {
+                        **rank_env(3, 4, 1, 2, 1, 2, "10.0.0.1", addrs=GG),
+                        "CUDA_VISIBLE_DEVICES": "0",
+                    },
+                ),
             ],
         ),
     ],

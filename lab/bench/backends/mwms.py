@@ -29,7 +29,8 @@ DEFAULT_PORT_BASE = 23456
 
 
 def tf_config_from_env(port_base: int = 0) -> dict[str, Any]:
-    """The TF_CONFIG of this rank: the given one, or one built from RANK/WORLD_SIZE."""
+    """The TF_CONFIG of this rank: the given one, or one built from RANK/WORLD_SIZE and
+    every rank's address (LAB_RANK_ADDRS; MASTER_ADDR for all when it is not set)."""
     raw = os.environ.get("TF_CONFIG")
     if raw:
         return json.loads(raw)
@@ -39,7 +40,10 @@ def tf_config_from_env(port_base: int = 0) -> dict[str, Any]:
     if not port_base:
         master = os.environ.get("MASTER_PORT")
         port_base = int(master) + 1 if master else DEFAULT_PORT_BASE
-    workers = [f"{addr}:{port_base + i}" for i in range(world)]
+    addrs = os.environ.get("LAB_RANK_ADDRS", "").split(",")  # set by the local launcher
+    if len(addrs) != world:
+        addrs = [addr] * world
+    workers = [f"{addrs[i]}:{port_base + i}" for i in range(world)]
     return {"cluster": {"worker": workers}, "task": {"type": "worker", "index": rank}}
 
 

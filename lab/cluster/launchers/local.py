@@ -2,8 +2,8 @@
 
 Each rank gets the variables torch.distributed, TensorFlow and the lab's workloads read
 (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, CROSS_RANK, CROSS_SIZE, MASTER_ADDR,
-MASTER_PORT) and its GPU. A rank on a remote host is still one process: its spec names the
-host and the supervisor reaches it over SSH.
+MASTER_PORT), every rank's address (LAB_RANK_ADDRS) and its GPU. A rank on a remote host
+is still one process: its spec names the host and the supervisor reaches it over SSH.
 """
 
 from __future__ import annotations
@@ -111,7 +111,12 @@ class LocalLauncher(PerRankLauncher):
         ordered = sorted(slots, key=lambda s: s.rank)
         master_addr = ordered[0].host.reach_address
         master_port = port_option(job, "master_port", DEFAULT_MASTER_PORT)
-        common = base_env(job)
+        # every rank's address, in rank order: engines that list all peers (TF's
+        # MultiWorkerMirroredStrategy) need more than MASTER_ADDR on multi-host clusters
+        common = {
+            **base_env(job),
+            "LAB_RANK_ADDRS": ",".join(s.host.reach_address for s in ordered),
+        }
         return [
             ProcessSpec(
                 argv=tuple(job.command),
