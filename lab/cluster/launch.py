@@ -85,6 +85,7 @@ def launch(
     rundir.check_experiment(experiment)
     rank_env = _env(env)
     target = _cluster(hosts, cluster, hostfile)
+    argv = _with_interpreter(argv, target)
     slots = allocate(target, np)
     runner = get_launcher(launcher)
     job = Job(
@@ -132,6 +133,18 @@ def _command(command: Sequence[str] | str) -> tuple[str, ...]:
     if not argv:
         raise ParameterError("command", command, "a non-empty argv, e.g. ['python', 'x.py']")
     return tuple(argv)
+
+
+def _with_interpreter(argv: tuple[str, ...], cluster: Cluster) -> tuple[str, ...]:
+    """A command starting with a bare ``python``/``python3`` runs the cluster's Python:
+    this interpreter (the lab's venv) on this machine and emulated hosts, the profile's
+    ``python`` on remote nodes when it names one; anything else is left as given."""
+    if argv[0] not in ("python", "python3"):
+        return argv
+    if cluster.is_local or cluster.emulated:
+        return (sys.executable, *argv[1:])
+    python = cluster.python or next((h.python for h in cluster.hosts if h.python), None)
+    return (python, *argv[1:]) if python else argv
 
 
 def _env(env: Mapping[str, Any] | None) -> dict[str, str]:
