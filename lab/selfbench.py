@@ -113,7 +113,11 @@ def machine_info() -> dict[str, Any]:
 
 
 def write_result(path: Path, data: dict[str, Any], started: float) -> Path:
-    """Write one benchmark's JSON (atomically) with when and where it was measured."""
+    """Write one benchmark's JSON (atomically) with when and where it was measured.
+
+    ``path`` always holds the latest result; a copy named with the start time
+    (``<name>-YYYYmmdd-HHMMSS.json``) keeps every earlier one, so nothing is lost.
+    """
     from lab.cluster.rundir import timestamp
 
     doc = {
@@ -126,6 +130,10 @@ def write_result(path: Path, data: dict[str, Any], started: float) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(started))
+    kept = path.with_name(f"{path.stem}-{stamp}{path.suffix}")
+    if not kept.exists():
+        os.link(tmp, kept)
     os.replace(tmp, path)
     return path
 

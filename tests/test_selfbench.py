@@ -24,6 +24,8 @@ def bench_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_launch_overhead_json(bench_dir: Path) -> None:
     doc = json.loads((bench_dir / "launch_overhead.json").read_text())
     assert doc["benchmark"] == "launch_overhead"
+    kept = list(bench_dir.glob("launch_overhead-*.json"))  # the dated copy that is never replaced
+    assert len(kept) == 1 and json.loads(kept[0].read_text()) == doc
     assert doc["machine"]["cpu_count"] >= 1 and doc["machine"]["python"]
     assert "commit" in doc["machine"]["git"]
     assert doc["params"]["np"] == 2 and doc["params"]["repeats"] == 1
