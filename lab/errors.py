@@ -86,3 +86,11 @@ class RanksFailed(LabError):
         if self.run_dir:
             lines.append(f"logs: {self.run_dir}")
         return "\n".join(lines)
+
+
+def require_at_least(*checks: tuple[str, int, int]) -> None:
+    """Raise ParameterError for the first ``(name, value, low)`` whose value is below low
+    (the flag checks every workload makes before it imports an engine)."""
+    for name, value, low in checks:
+        if value < low:
+            raise ParameterError(name, value, f"an integer >= {low}")

@@ -29,7 +29,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from lab.errors import ParameterError
+from lab.errors import ParameterError, require_at_least
 from lab.metrics.records import emit
 
 POLICIES = ("adaptive", "fixed")
@@ -272,15 +272,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     try:
         if ns.policy == "adaptive":
             AdaptiveBatchPolicy(ns.batch_size, ns.max_batch_size, ns.growth, interval=ns.interval)
-        for name, value, low in (
+        require_at_least(
             ("batch-size", ns.batch_size, 1),
             ("steps", ns.steps, 1),
             ("features", ns.features, 1),
             ("samples", ns.samples, 1),
             ("threads", ns.threads, 0),
-        ):
-            if value < low:
-                raise ParameterError(name, value, f"an integer >= {low}")
+        )
         if not ns.lr > 0:
             raise ParameterError("lr", ns.lr, "a number > 0")
     except ParameterError as exc:

@@ -40,7 +40,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from lab.bench.models import check_image_size, get_spec
-from lab.errors import ParameterError
+from lab.errors import ParameterError, require_at_least
 from lab.metrics.records import emit
 
 BACKEND = "horovod-elastic"
@@ -221,16 +221,14 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Any, float, int, str]
         spec = get_spec(ns.model)
         image_size = spec.default_size if ns.image_size is None else ns.image_size
         check_image_size(spec, image_size)
-        for name, value, low in (
+        require_at_least(
             ("batch-size", ns.batch_size, 1),
             ("steps", ns.steps, 1),
             ("warmup-steps", ns.warmup_steps, 0),
             ("commit-every", ns.commit_every, 1),
             ("num-classes", ns.num_classes, 2),
             ("threads", ns.threads, 0),
-        ):
-            if value < low:
-                raise ParameterError(name, value, f"an integer >= {low}")
+        )
         if not ns.lr > 0:
             raise ParameterError("lr", ns.lr, "a number > 0")
         if not ns.duration >= 0:

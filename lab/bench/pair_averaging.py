@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from lab.bench.models import check_image_size, get_spec
-from lab.errors import ParameterError
+from lab.errors import ParameterError, require_at_least
 
 MODES = ("pair", "sync")
 TASKS = ("synthetic", "regression")
@@ -381,7 +381,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Any, Options]:
             model = spec.name
             image_size = spec.default_size if ns.image_size is None else ns.image_size
             check_image_size(spec, image_size)
-        for name, value, low in (
+        require_at_least(
             ("batch-size", ns.batch_size, 1),
             ("steps", ns.steps, 1),
             ("warmup-steps", ns.warmup_steps, 0),
@@ -389,9 +389,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Any, Options]:
             ("threads", ns.threads, 0),
             ("features", ns.features, 1),
             ("samples", ns.samples, 1),
-        ):
-            if value < low:
-                raise ParameterError(name, value, f"an integer >= {low}")
+        )
         if not ns.lr > 0:
             raise ParameterError("lr", ns.lr, "a number > 0")
         if not ns.noise >= 0:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 
 from lab.bench.backends import BACKENDS, EngineUnavailable
 from lab.bench.models import check_image_size, get_spec
-from lab.errors import ParameterError
+from lab.errors import ParameterError, require_at_least
 
 OPTIMIZERS = ("sgd", "momentum", "adam")
 MONITORS = ("none", "noise-scale", "variance")
@@ -109,7 +109,7 @@ def check_config(cfg: Config) -> None:
     ):
         if value not in allowed:
             raise ParameterError(name, value, ", ".join(allowed))
-    for name, value, low in (
+    require_at_least(
         ("batch-size", cfg.batch_size, 1),
         ("steps", cfg.steps, 1),
         ("warmup-steps", cfg.warmup_steps, 0),
@@ -117,9 +117,7 @@ def check_config(cfg: Config) -> None:
         ("num-classes", cfg.num_classes, 2),
         ("threads", cfg.threads, 0),
         ("port-base", cfg.port_base, 0),
-    ):
-        if value < low:
-            raise ParameterError(name, value, f"an integer >= {low}")
+    )
     if not cfg.lr > 0:
         raise ParameterError("lr", cfg.lr, "a number > 0")
     if cfg.monitor != "none" and not BACKENDS[cfg.backend][1]:
