@@ -210,6 +210,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"no notebooks match {args.only or '*'} under {NOTEBOOK_DIR}")
         return 1
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    logging.getLogger("papermill").setLevel(logging.WARNING)  # the bar says which one runs
     results = run_notebooks(
         paths, out_dir=args.out, scale=args.scale, cluster=args.cluster, timeout=args.timeout
     )
