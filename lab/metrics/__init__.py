@@ -33,6 +33,7 @@ _EXPORTS = {
     "summarize_run": "store",
     "summarize_runs": "store",
     "aggregate_runs": "store",
+    "pool_runs": "store",
     "Published": "published",
     "published_rows": "published",
     "published_table": "published",

@@ -346,3 +346,35 @@ def aggregate_runs(
         row["steps"] = int(group["steps"].sum())
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def pool_runs(
+    summary: pd.DataFrame,
+    by: Sequence[str] | str,
+    warmup: int = 0,
+    states: Sequence[str] | None = ("succeeded",),
+) -> pd.DataFrame:
+    """One row per parameter combination, from every measured step of its runs pooled.
+
+    Unlike ``aggregate_runs`` (a t-interval over a handful of run means, very wide with 2
+    or 3 repeats), the interval here is that of the mean step throughput over all steps of
+    all the group's runs, so repeats spread over time still narrow it.
+    """
+    keys = [by] if isinstance(by, str) else list(by)
+    df = summary if states is None else summary[summary["state"].isin(states)]
+    rows = []
+    for values, group in df.groupby(keys, sort=True, dropna=False):
+        steps = pd.concat(
+            [stats.step_throughput(load_run(d), warmup=warmup) for d in group["run_dir"]],
+            ignore_index=True,
+        )
+        est = stats.mean_ci(steps["throughput"])
+        row = dict(zip(keys, values if isinstance(values, tuple) else (values,), strict=True))
+        row.update(
+            runs=len(group),
+            steps=len(steps),
+            throughput_per_rank=est.mean,
+            throughput_per_rank_ci=est.ci,
+        )
+        rows.append(row)
+    return pd.DataFrame(rows)

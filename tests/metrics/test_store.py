@@ -164,3 +164,28 @@ def test_aggregate_runs_over_repeats(make_run: MakeRun, rank_lines: Lines, tmp_p
     expected = mean_ci([_expected_total(R0), _expected_total(R1)])
     assert agg["throughput_total"].iloc[0] == pytest.approx(expected.mean)
     assert agg["throughput_total_ci"].iloc[0] == pytest.approx(expected.ci)
+
+
+def test_pool_runs_pools_every_step_of_repeated_runs(tmp_path) -> None:
+    import pandas as pd
+
+    from lab.cluster.rundir import new_run_dir, write_manifest
+    from lab.metrics.records import format_record
+    from lab.metrics.store import pool_runs
+
+    dirs = []
+    for seconds in (1.0, 2.0):  # two repeats of one setting: 10 and 5 samples/s per step
+        d = new_run_dir("pool", tmp_path)
+        write_manifest(d, params={"setting": "a"}, state="succeeded")
+        (d / "rank-0.log").write_text(
+            "\n".join(
+                format_record("step", rank=0, step=i, samples=10, seconds=seconds) for i in range(4)
+            )
+            + "\n"
+        )
+        dirs.append(str(d))
+    summary = pd.DataFrame({"setting": ["a", "a"], "state": ["succeeded"] * 2, "run_dir": dirs})
+    (row,) = pool_runs(summary, by="setting").to_dict("records")
+    assert row["runs"] == 2 and row["steps"] == 8
+    assert row["throughput_per_rank"] == 7.5
+    assert 0 < row["throughput_per_rank_ci"] < 7.5
