@@ -33,7 +33,7 @@ test: lint
 
 lab: setup
 	$(PY) -m ipykernel install --sys-prefix --name distlab --display-name "distlab (.venv)"
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir=$(CURDIR) notebooks
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=$(CURDIR) $(if $(filter 0,$(shell id -u)),--allow-root) notebooks
 
 bench: setup
 	$(PY) -m lab bench
