@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from lab import kungfu_artifact
+from lab.cluster.launchers.base import find_program
 from lab.errors import ParameterError
 
 # Workload settings per scale. Smoke: small inputs that run in seconds on 2 CPU cores.
@@ -59,7 +59,7 @@ class System:
         for need in self.requires:
             if need.startswith("exe:"):
                 exe = need[4:]
-                if not (shutil.which(exe) or (_venv_bin() / exe).is_file()):
+                if find_program(exe) is None:
                     return f"{exe} is not installed"
             elif need.startswith("env:"):
                 if not os.environ.get(need[4:]):
@@ -67,12 +67,6 @@ class System:
             elif importlib.util.find_spec(need) is None:
                 return f"Python package {need!r} is not installed"
         return None
-
-
-def _venv_bin() -> Any:
-    from pathlib import Path
-
-    return Path(sys.executable).parent
 
 
 SYSTEMS: dict[str, System] = {

@@ -20,10 +20,10 @@ import pytest
 
 from lab.cluster.inventory import Cluster, Host, allocate, local_cluster
 from lab.cluster.launchers import get_launcher
-from lab.cluster.launchers.base import Job, Line, ProcessSpec
+from lab.cluster.launchers.base import Job, Line, ProcessSpec, find_program
 from lab.cluster.launchers.horovod import HorovodLauncher
 from lab.cluster.launchers.kungfu import KungFuLauncher
-from lab.cluster.launchers.local import LocalLauncher, find_program
+from lab.cluster.launchers.local import LocalLauncher
 from lab.cluster.launchers.mpi import MpiLauncher, detect_mpi_flavor
 from lab.cluster.launchers.ps import ParameterServerLauncher
 from lab.cluster.launchers.torchrun import TorchrunLauncher

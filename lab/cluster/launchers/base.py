@@ -8,12 +8,13 @@ lab.cluster.supervisor starts, watches and ends processes.
 from __future__ import annotations
 
 import shutil
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from lab.cluster.inventory import Cluster, Host, Slot
-from lab.errors import LaunchError
 
 
 @dataclass(frozen=True)
@@ -101,12 +102,14 @@ class PerRankLauncher:
         return Line(spec.ranks[0] if len(spec.ranks) == 1 else None, stream, text)
 
 
-def require_executable(program: str, how_to_install: str) -> str:
-    """Return the path of ``program`` on PATH or raise a LaunchError saying how to get it."""
-    path = shutil.which(program)
-    if path is None:
-        raise LaunchError(f"{program!r} is not on PATH. {how_to_install}")
-    return path
+def find_program(name: str) -> str | None:
+    """``name`` on PATH, else beside this interpreter (a venv's bin/ is often not on PATH
+    when Jupyter or pytest is started by its full path)."""
+    found = shutil.which(name)
+    if found:
+        return found
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.is_file() else None
 
 
 LAUNCHERS: dict[str, Callable[[], Launcher]] = {}

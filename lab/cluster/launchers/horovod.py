@@ -24,14 +24,8 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from lab.cluster.inventory import Slot
-from lab.cluster.launchers.base import Job, Line, ProcessSpec, register
-from lab.cluster.launchers.local import (
-    base_env,
-    check_job,
-    choice_option,
-    find_program,
-    launcher_host,
-)
+from lab.cluster.launchers.base import Job, Line, ProcessSpec, find_program, register
+from lab.cluster.launchers.local import base_env, check_job, choice_option, launcher_host
 from lab.cluster.launchers.mpi import (
     INSTALL_MPI,
     check_remote_ssh,

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lab.cluster.inventory import Slot
-from lab.cluster.launchers.base import Job, ProcessSpec, register
+from lab.cluster.launchers.base import Job, ProcessSpec, find_program, register
 from lab.cluster.launchers.horovod import HorovodLauncher
-from lab.cluster.launchers.local import base_env, find_program, launcher_host
+from lab.cluster.launchers.local import base_env, launcher_host
 from lab.errors import ParameterError
 
 

@@ -26,8 +26,8 @@ import re
 from collections.abc import Sequence
 
 from lab.cluster.inventory import Host, Slot
-from lab.cluster.launchers.base import Job, Line, ProcessSpec, register
-from lab.cluster.launchers.local import base_env, check_job, find_program, hosts_in_order
+from lab.cluster.launchers.base import Job, Line, ProcessSpec, find_program, register
+from lab.cluster.launchers.local import base_env, check_job, hosts_in_order
 from lab.errors import HostSpecError, LaunchError, ParameterError
 
 DEFAULT_PORT_BEGIN = 10000

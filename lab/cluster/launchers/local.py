@@ -8,10 +8,7 @@ is still one process: its spec names the host and the supervisor reaches it over
 
 from __future__ import annotations
 
-import shutil
-import sys
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 from lab.cluster.inventory import Host, Slot
@@ -20,16 +17,6 @@ from lab.cluster.launchers.gpu import visible_devices
 from lab.errors import LaunchError, ParameterError
 
 DEFAULT_MASTER_PORT = 29500
-
-
-def find_program(name: str) -> str | None:
-    """``name`` on PATH, else beside this interpreter (a venv's bin/ is often not on PATH
-    when Jupyter or pytest is started by its full path)."""
-    found = shutil.which(name)
-    if found:
-        return found
-    beside = Path(sys.executable).parent / name
-    return str(beside) if beside.is_file() else None
 
 
 def launcher_host() -> Host:

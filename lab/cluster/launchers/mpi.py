@@ -33,12 +33,11 @@ from pathlib import Path
 from typing import ClassVar
 
 from lab.cluster.inventory import Host, Slot
-from lab.cluster.launchers.base import Job, Line, ProcessSpec, register
+from lab.cluster.launchers.base import Job, Line, ProcessSpec, find_program, register
 from lab.cluster.launchers.local import (
     base_env,
     check_job,
     choice_option,
-    find_program,
     hosts_in_order,
     launcher_host,
 )
