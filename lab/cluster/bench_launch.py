@@ -44,18 +44,24 @@ def bare_local(command: Sequence[str], np: int, timeout: float) -> float:
         )
         for s in slots
     ]
+    wait_all(procs, timeout, f"bare rank {command}")
+    return time.perf_counter() - start
+
+
+def wait_all(procs: Sequence[subprocess.Popen], timeout: float, what: str) -> None:
+    """Wait for every process under one shared deadline; a non-zero exit raises
+    LaunchError naming ``what``, and whatever still runs then is killed."""
     try:
         deadline = time.monotonic() + timeout
         for p in procs:
             code = p.wait(max(0.0, deadline - time.monotonic()))
             if code != 0:
-                raise LaunchError(f"bare rank {command} exited with {code}")
+                raise LaunchError(f"{what} exited with {code}")
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait(5)
-    return time.perf_counter() - start
 
 
 def mpirun_argv(command: Sequence[str], np: int) -> list[str]:

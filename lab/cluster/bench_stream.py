@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from lab.cluster.bench_launch import wait_all
 from lab.cluster.launchers.base import Line, RunControl, RunObserver
 from lab.cluster.observers import FanOut
 from lab.cluster.rundir import REPO_ROOT
@@ -125,17 +126,7 @@ def devnull_seconds(lines: int, np: int, timeout: float) -> list[float]:
             )
             for r in range(np)
         ]
-        try:
-            deadline = time.monotonic() + timeout
-            for p in procs:
-                code = p.wait(max(0.0, deadline - time.monotonic()))
-                if code != 0:
-                    raise LaunchError(f"spew.py into /dev/null exited with {code}")
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait(5)
+        wait_all(procs, timeout, "spew.py into /dev/null")
         out = []
         for r, path in enumerate(reports):
             m = _DONE.match(path.read_text().strip())
