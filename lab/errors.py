@@ -94,3 +94,9 @@ def require_at_least(*checks: tuple[str, int, int]) -> None:
     for name, value, low in checks:
         if value < low:
             raise ParameterError(name, value, f"an integer >= {low}")
+
+
+class NothingMeasured(LabError):
+    """A notebook step measured nothing: a sweep with no succeeded point, a figure or verdict
+    that could not be computed. Raised so that papermill, ``make run`` and CI fail (DESIGN.md,
+    contract 7) instead of passing on an empty figure."""

@@ -1,0 +1,92 @@
+"""Verdicts as data: what a figure claims, what the lab measured, and whether it holds.
+
+A notebook's closing sentence is rendered from a ``Verdict`` and the same record is saved
+beside its figure, so the sentence, the figure's caption and the reproduction report cannot
+disagree. Statuses are computed by the caller from measured data, never typed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+
+class Status(StrEnum):
+    REPRODUCED = "reproduced"
+    NOT_REPRODUCED = "not reproduced"
+    NOT_RESOLVED = "not resolved at this scale"
+    NOT_MEASURED = "not measured here"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One figure's claim and what the lab found.
+
+    Args:
+        paper: e.g. "KungFu (OSDI'20)".
+        figure: e.g. "Fig 8".
+        claim: the claim in a few words, e.g. "noise-scale monitoring costs little".
+        status: computed from the data.
+        lab_value: the lab's number for the claim (None when not measured).
+        lab_ci: its 95% half-width, when there is one.
+        published_value: the paper's number, from a published-values table row.
+        published_source: that row's source.
+        unit: the unit both values are in.
+        scale: "smoke" or "paper".
+        hardware: where the lab's number was measured.
+        why: the computed reason for the status, one sentence.
+        runs: the run directories the lab's number comes from.
+    """
+
+    paper: str
+    figure: str
+    claim: str
+    status: Status
+    lab_value: float | None = None
+    lab_ci: float | None = None
+    published_value: float | None = None
+    published_source: str | None = None
+    unit: str = ""
+    scale: str = "smoke"
+    hardware: str = ""
+    why: str = ""
+    runs: tuple[str, ...] = field(default_factory=tuple)
+
+    def sentence(self) -> str:
+        """The verdict as one sentence for the notebook's last cell."""
+
+        def fmt(v: float | None, ci: float | None = None) -> str:
+            if v is None:
+                return "—"
+            text = f"{v:.3g}"
+            return f"{text} ± {ci:.2g}" if ci is not None else text
+
+        unit = f" {self.unit}" if self.unit else ""
+        parts = [f"{self.paper} {self.figure} — {self.claim}: {self.status.value}."]
+        if self.lab_value is not None:
+            parts.append(f"Lab: {fmt(self.lab_value, self.lab_ci)}{unit} ({self.scale} scale")
+            parts[-1] += f", {self.hardware})." if self.hardware else ")."
+        if self.published_value is not None:
+            parts.append(f"Published: {fmt(self.published_value)}{unit} ({self.published_source}).")
+        if self.why:
+            parts.append(self.why)
+        return " ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["status"] = self.status.value
+        d["runs"] = list(self.runs)
+        return d
+
+
+def save_verdict(verdict: Verdict, directory: str | Path) -> Path:
+    """Write the verdict as JSON into ``directory`` (created) and return its path."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    slug = verdict.figure.lower().replace(" ", "_").replace("/", "_")
+    path = out / f"{slug}.json"
+    path.write_text(json.dumps(verdict.to_dict(), indent=2) + "\n")
+    return path
