@@ -45,8 +45,8 @@ def add_parser(subparsers: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run the chosen benchmarks, write their JSON, print the tables."""
-    from lab.cluster.rundir import results_dir
     from lab.errors import ParameterError
+    from lab.metrics.layout import results_root
 
     which = list(dict.fromkeys(args.which or BENCHMARKS))
     for name in which:
@@ -58,7 +58,7 @@ def main(args: argparse.Namespace) -> int:
             raise ParameterError(name, value, "an integer >= 1")
     if args.lines < 1:
         raise ParameterError("--lines", args.lines, "an integer >= 1")
-    out_dir = results_dir(args.results_root) / "bench"
+    out_dir = results_root(args.results_root) / "bench"
     lost = 0
     for name in which:
         started = time.time()

@@ -20,8 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lab.cluster.launchers.base import find_program
-from lab.cluster.launchers.local import rank_env
+from lab.cluster.launchers.base import find_program, rank_env
 from lab.errors import LaunchError
 
 log = logging.getLogger(__name__)

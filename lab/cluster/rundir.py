@@ -12,29 +12,25 @@ import os
 import platform
 import re
 import secrets
+import shlex
 import subprocess
 import time
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from lab.errors import ParameterError
+from lab.metrics.layout import MANIFEST_NAME, REPO_ROOT, read_manifest
+from lab.metrics.layout import results_root as results_root_of
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-MANIFEST = "manifest.json"
-RESULTS_ENV = "DISTLAB_RESULTS"
+__all__ = ["REPO_ROOT", "new_run_dir", "read_manifest", "write_manifest"]
+
+MANIFEST = MANIFEST_NAME
 # Distributions whose versions a manifest records when installed (read from metadata,
 # never imported: importing TensorFlow to learn its version costs seconds).
 VERSIONED = ("tensorflow", "tf-keras", "horovod", "torch", "mpi4py", "numpy")
 _SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-def results_dir(root: str | os.PathLike[str] | None = None) -> Path:
-    """Where results live: ``root``, else ``$DISTLAB_RESULTS``, else ``<repo>/results``."""
-    if root is not None:
-        return Path(root)
-    env = os.environ.get(RESULTS_ENV)
-    return Path(env) if env else REPO_ROOT / "results"
 
 
 def check_experiment(experiment: str) -> str:
@@ -52,7 +48,7 @@ def check_experiment(experiment: str) -> str:
 
 def new_run_dir(experiment: str, results_root: str | os.PathLike[str] | None = None) -> Path:
     """Create and return a fresh run directory; never reuses an existing one."""
-    base = results_dir(results_root) / "runs" / check_experiment(experiment)
+    base = results_root_of(results_root) / "runs" / check_experiment(experiment)
     base.mkdir(parents=True, exist_ok=True)
     for _ in range(100):
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -71,17 +67,12 @@ def write_manifest(run_dir: str | os.PathLike[str], **fields: Any) -> dict[str, 
     Returns the whole manifest as written. Values that JSON cannot hold are written as text.
     """
     path = Path(run_dir) / MANIFEST
-    data = read_manifest(run_dir) if path.exists() else {}
+    data = read_manifest(run_dir)
     data.update(fields)
     tmp = path.with_name(f".{MANIFEST}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
     os.replace(tmp, path)
     return data
-
-
-def read_manifest(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """The manifest of a run directory."""
-    return json.loads((Path(run_dir) / MANIFEST).read_text())
 
 
 def timestamp(epoch: float) -> dict[str, Any]:
@@ -138,3 +129,61 @@ def _lab_version() -> str | None:
         import lab
 
         return getattr(lab, "__version__", None)
+
+
+def process_lines(procs: Iterable[Any]) -> list[dict[str, Any]]:
+    """Each process of a run as the manifest records it: the spec's argv and what was
+    started (the guard's inlined source replaced by a placeholder)."""
+    from lab.cluster.ssh import guard_source
+
+    quoted = shlex.quote(guard_source())
+    return [
+        {
+            "role": p.spec.role,
+            "ranks": list(p.spec.ranks),
+            "host": p.spec.host.name,
+            "argv": list(p.spec.argv),
+            "env": dict(p.spec.env),
+            "cwd": p.cwd,
+            "started_argv": [a.replace(quoted, "'<guard.py source>'") for a in p.argv],
+        }
+        for p in procs
+    ]
+
+
+def end_fields(result: Any, procs: Iterable[Any]) -> dict[str, Any]:
+    """The manifest fields written when a run ends: state, exit codes per rank and per
+    process, failures (root cause first)."""
+    procs = list(procs)
+    ranks = {
+        str(r): {
+            "host": p.spec.host.name,
+            "pid": p.rank_pid,
+            "exit_code": p.code,
+            "signal": p.signal,
+        }
+        for p in procs
+        for r in p.spec.ranks
+    }
+    return {
+        "state": result.state.value,
+        "reason": result.reason,
+        "exit_code": result.exit_code,
+        "ended": timestamp(result.ended),
+        "seconds": round(result.seconds, 3),
+        "ranks": ranks,
+        "process_exits": [
+            {
+                "role": p.spec.role,
+                "ranks": list(p.spec.ranks),
+                "guard_pid": p.popen.pid if p.popen else None,
+                "exit_code": p.code,
+                "signal": p.signal,
+            }
+            for p in procs
+        ],
+        "failures": [
+            {"rank": f.rank, "host": f.host, "exit_code": f.exit_code, "signal": f.signal}
+            for f in result.failures
+        ],
+    }

@@ -19,11 +19,8 @@ coreutils ``timeout``); 130 cancelled or interrupted (128 + SIGINT, as a shell r
 
 from __future__ import annotations
 
-import codecs
 import logging
 import os
-import re
-import shlex
 import signal
 import subprocess
 import sys
@@ -31,132 +28,39 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 from typing import IO, Any
 
 from lab.cluster import rundir
 from lab.cluster.launchers.base import Launcher, Line, ProcessSpec, RunObserver
-from lab.cluster.ssh import GUARD_PATH, guard_source, ssh_argv
+from lab.cluster.lines import LineSplitter
+from lab.cluster.processes import TAIL_LINES, Proc, ProcessTracker, rank_of
+from lab.cluster.runstate import (
+    EXIT_CANCELLED,
+    EXIT_TIMEOUT,
+    RunResult,
+    RunState,
+    exit_status,
+    poll,
+)
+from lab.cluster.ssh import GUARD_PATH, ssh_argv
 from lab.errors import RankFailure
+
+__all__ = [
+    "EXIT_CANCELLED",
+    "EXIT_TIMEOUT",
+    "LineSplitter",
+    "RunResult",
+    "RunState",
+    "Supervisor",
+    "exit_status",
+    "poll",
+]
 
 log = logging.getLogger(__name__)
 
-EXIT_TIMEOUT = 124
-EXIT_CANCELLED = 130
 RUN_ID_ENV = "LAB_RUN_ID"
-TAIL_LINES = 50  # kept per rank while running
 REPORT_LINES = 20  # shown per failed rank
-MAX_LINE_CHARS = 1 << 20  # a "line" longer than this is cut, so memory stays bounded
-_BREAK = re.compile(r"(\r\n|\r|\n)")
-
-
-class RunState(Enum):
-    """Where a run is; the last four are final."""
-
-    PENDING = "pending"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    TIMED_OUT = "timed_out"
-    CANCELLED = "cancelled"
-
-    @property
-    def final(self) -> bool:
-        return self not in (RunState.PENDING, RunState.RUNNING)
-
-
-def poll(exit_codes: Sequence[int | None]) -> RunState:
-    """The state implied by the processes' exit codes (None: still running).
-
-    All or nothing: one non-zero code fails the run; it succeeds only when all are 0.
-    """
-    if not exit_codes:
-        return RunState.PENDING
-    if any(code not in (None, 0) for code in exit_codes):
-        return RunState.FAILED
-    if all(code == 0 for code in exit_codes):
-        return RunState.SUCCEEDED
-    return RunState.RUNNING
-
-
-def exit_status(returncode: int) -> tuple[int, str | None]:
-    """A guard's return code as (exit code, signal name or None).
-
-    Negative codes (the supervisor killed the guard) and 129..192 (the guard reporting a
-    child ended by signal N as 128 + N) name the signal.
-    """
-    number = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
-    try:
-        name = signal.Signals(number).name if number > 0 else None
-    except ValueError:
-        name = None
-    return (128 + number if returncode < 0 else returncode), name
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """How a run ended. ``exit_code`` follows the module docstring's convention."""
-
-    run_dir: Path
-    state: RunState
-    exit_code: int
-    rank_exit_codes: Mapping[int, int | None]
-    started: float
-    ended: float
-    commands: tuple[tuple[str, ...], ...]
-    failures: tuple[RankFailure, ...] = ()
-    reason: str = ""
-    run_id: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.state is RunState.SUCCEEDED
-
-    @property
-    def seconds(self) -> float:
-        return self.ended - self.started
-
-
-class LineSplitter:
-    """Bytes in, complete lines out: incremental UTF-8, breaks on ``\\n``, ``\\r`` and
-    ``\\r\\n`` (also when split across reads)."""
-
-    def __init__(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._pending = ""
-        self._after_cr = False
-
-    def feed(self, data: bytes, final: bool = False) -> list[str]:
-        text = self._decoder.decode(data, final)
-        if self._after_cr and text.startswith("\n"):
-            text = text[1:]
-        if text:
-            self._after_cr = text.endswith("\r")
-        parts = _BREAK.split(self._pending + text)
-        self._pending = parts[-1]
-        lines = parts[0:-1:2]
-        if len(self._pending) > MAX_LINE_CHARS or (final and self._pending):
-            lines.append(self._pending)
-            self._pending = ""
-        return lines
-
-
-class _Proc:
-    """One started process and what the supervisor knows about it."""
-
-    def __init__(self, spec: ProcessSpec, argv: list[str], env: dict[str, str], cwd: str | None):
-        self.spec, self.argv, self.env, self.cwd = spec, argv, env, cwd
-        self.remote = not (spec.host.is_local or spec.host.namespace is not None)
-        self.popen: subprocess.Popen[bytes] | None = None
-        self.started: float | None = None
-        self.ended: float | None = None
-        self.code: int | None = None
-        self.signal: str | None = None
-        self.rank_pid: int | None = None
-        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
-        self.readers: list[threading.Thread] = []
 
 
 class Supervisor:
@@ -204,7 +108,7 @@ class Supervisor:
         self._wake = threading.Event()
         self._cancelled = threading.Event()
         self._cancel_reason = ""
-        self._tracked: dict[tuple[int, float], Any] = {}
+        self._tracker = ProcessTracker()
         self._warned: set[str] = set()
         self.state = RunState.PENDING
         self.reason = ""
@@ -240,33 +144,21 @@ class Supervisor:
 
     def command_lines(self) -> list[dict[str, Any]]:
         """Each process as the manifest records it: the spec's argv and what was started."""
-        quoted = shlex.quote(guard_source())
-        return [
-            {
-                "role": p.spec.role,
-                "ranks": list(p.spec.ranks),
-                "host": p.spec.host.name,
-                "argv": list(p.spec.argv),
-                "env": dict(p.spec.env),
-                "cwd": p.cwd,
-                "started_argv": [a.replace(quoted, "'<guard.py source>'") for a in p.argv],
-            }
-            for p in self._procs
-        ]
+        return rundir.process_lines(self._procs)
 
     # -- starting -----------------------------------------------------------------------
 
-    def _prepare(self, spec: ProcessSpec) -> _Proc:
+    def _prepare(self, spec: ProcessSpec) -> Proc:
         env = {"PYTHONUNBUFFERED": "1", **spec.env, RUN_ID_ENV: self.run_id}
         guard = [sys.executable, str(GUARD_PATH)]
         if spec.host.is_local or spec.host.namespace is not None:
             cwd = spec.cwd or str(rundir.REPO_ROOT)
             argv = [*guard, "--grace", f"{self.grace:g}", "--", *spec.argv]
-            return _Proc(spec, argv, {**os.environ, **env}, cwd)
+            return Proc(spec, argv, {**os.environ, **env}, cwd)
         inner = ssh_argv(spec.host, spec.argv, env, spec.cwd, self.ssh_options, self.grace)
         wait_remote = self.grace + 3.0  # the remote guard's grace, plus the way back
         argv = [*guard, "--grace", "2", "--forward-eof", f"{wait_remote:g}", "--", *inner]
-        return _Proc(spec, argv, {**os.environ, RUN_ID_ENV: self.run_id}, None)
+        return Proc(spec, argv, {**os.environ, RUN_ID_ENV: self.run_id}, None)
 
     def _start(self) -> None:
         self.started = time.time()
@@ -308,7 +200,7 @@ class Supervisor:
 
     # -- output ---------------------------------------------------------------------------
 
-    def _read(self, proc: _Proc, stream: str, pipe: IO[bytes] | None) -> None:
+    def _read(self, proc: Proc, stream: str, pipe: IO[bytes] | None) -> None:
         assert pipe is not None
         splitter = LineSplitter()
         fd = pipe.fileno()
@@ -326,7 +218,7 @@ class Supervisor:
             pipe.close()
             self._wake.set()
 
-    def _line(self, proc: _Proc, stream: str, text: str) -> None:
+    def _line(self, proc: Proc, stream: str, text: str) -> None:
         try:
             line = self.launcher.demux(proc.spec, stream, text)
         except Exception:
@@ -387,7 +279,7 @@ class Supervisor:
                     key=lambda p: (p.ended or now, p.spec.ranks),
                 )
                 how = f"signal {root.signal}" if root.signal else f"exit code {root.code}"
-                self._end(state, f"rank {_rank_of(root)} on {root.spec.host.name} failed ({how})")
+                self._end(state, f"rank {rank_of(root)} on {root.spec.host.name} failed ({how})")
                 return
             if self._cancelled.is_set():
                 self._end(RunState.CANCELLED, self._cancel_reason)
@@ -409,28 +301,7 @@ class Supervisor:
 
     def _snapshot(self) -> None:
         """Remember every live descendant of every guard, so that none can escape SIGKILL."""
-        try:
-            import psutil
-        except ImportError:
-            self._warn_once("psutil", "psutil is missing; relying on the guards alone")
-            return
-        children: dict[int, list[Any]] = {}
-        for pr in psutil.process_iter(["ppid"]):
-            children.setdefault(pr.info["ppid"], []).append(pr)
-        for p in self._procs:
-            if p.popen is None or p.code is not None:
-                continue
-            direct = children.get(p.popen.pid, [])
-            if p.rank_pid is None and direct and not p.remote:
-                p.rank_pid = direct[0].pid
-            todo = list(direct)
-            while todo:
-                pr = todo.pop()
-                try:
-                    self._tracked.setdefault((pr.pid, pr.create_time()), pr)
-                except psutil.Error:
-                    continue
-                todo.extend(children.get(pr.pid, []))
+        self._tracker.snapshot(self._procs)
 
     # -- ending -------------------------------------------------------------------------
 
@@ -485,21 +356,9 @@ class Supervisor:
         self._poll()
 
     def _kill_tracked(self) -> None:
-        try:
-            import psutil
-        except ImportError:
-            return
-        alive = []
-        for pr in self._tracked.values():
-            try:
-                if pr.is_running() and pr.status() != psutil.STATUS_ZOMBIE:
-                    pr.kill()
-                    alive.append(pr)
-            except psutil.Error:
-                pass
-        if alive:
-            log.warning("killed %d leftover process(es) of run %s", len(alive), self.run_id)
-            psutil.wait_procs(alive, timeout=3)
+        killed = self._tracker.kill_leftovers()
+        if killed:
+            log.warning("killed %d leftover process(es) of run %s", killed, self.run_id)
 
     def _finish(self) -> RunResult:
         self._poll()
@@ -517,7 +376,7 @@ class Supervisor:
                 f.close()
         self.ended = time.time()
         result = self._result()
-        rundir.write_manifest(self.run_dir, **self._end_fields(result))
+        rundir.write_manifest(self.run_dir, **rundir.end_fields(result, self._procs))
         for obs in self.observers:
             codes = result.rank_exit_codes
             self._notify(obs, "on_end", result.state.value, result.exit_code, codes)
@@ -529,7 +388,7 @@ class Supervisor:
             sorted(
                 (
                     RankFailure(
-                        rank=_rank_of(p),
+                        rank=rank_of(p),
                         host=p.spec.host.name,
                         pid=p.rank_pid,
                         exit_code=p.code,
@@ -563,45 +422,7 @@ class Supervisor:
             run_id=self.run_id,
         )
 
-    def _tail_of(self, p: _Proc) -> Iterable[str]:
+    def _tail_of(self, p: Proc) -> Iterable[str]:
         if len(p.spec.ranks) == 1:
             return self._tails.get(p.spec.ranks[0], p.tail)
         return p.tail
-
-    def _end_fields(self, result: RunResult) -> dict[str, Any]:
-        ranks = {}
-        for p in self._procs:
-            for r in p.spec.ranks:
-                ranks[str(r)] = {
-                    "host": p.spec.host.name,
-                    "pid": p.rank_pid,
-                    "exit_code": p.code,
-                    "signal": p.signal,
-                }
-        return {
-            "state": result.state.value,
-            "reason": result.reason,
-            "exit_code": result.exit_code,
-            "ended": rundir.timestamp(result.ended),
-            "seconds": round(result.seconds, 3),
-            "ranks": ranks,
-            "process_exits": [
-                {
-                    "role": p.spec.role,
-                    "ranks": list(p.spec.ranks),
-                    "guard_pid": p.popen.pid if p.popen else None,
-                    "exit_code": p.code,
-                    "signal": p.signal,
-                }
-                for p in self._procs
-            ],
-            "failures": [
-                {"rank": f.rank, "host": f.host, "exit_code": f.exit_code, "signal": f.signal}
-                for f in result.failures
-            ],
-        }
-
-
-def _rank_of(p: _Proc) -> int:
-    """The rank a process answers for in reports (-1 for rank-less processes, e.g. a PS)."""
-    return p.spec.ranks[0] if p.spec.ranks else -1

@@ -22,7 +22,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from lab.metrics import tags
 from lab.metrics.records import PREFIX, parse_record
+from lab.metrics.tags import strip_ansi
 
 log = logging.getLogger(__name__)
 
@@ -30,10 +32,6 @@ SCHEMA = ("kind", "rank", "step", "samples", "seconds", "throughput", "name", "v
 KUNGFU_BASE_PORT = 10000  # kungfu-run gives the i-th local worker port 10000 + i
 
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf|nan"
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
-_KUNGFU_TAG = re.compile(r"^\[(?P<host>[^\]\s]+)\.(?P<port>\d+)::(?P<stream>stdout|stderr)\]\s?")
-_MPI_TAG = re.compile(r"^\[(?P<job>\d+),(?P<rank>\d+)\]<(?P<stream>stdout|stderr)>:\s?")
-_HOROVODRUN_TAG = re.compile(r"^\[(?P<rank>\d+)\]<(?P<stream>stdout|stderr)>:\s?")
 
 Converter = Callable[[re.Match[str], dict[str, Any]], list[dict[str, Any]]]
 
@@ -309,11 +307,6 @@ def _tf_loss(m: re.Match[str], ctx: dict[str, Any]) -> list[dict[str, Any]]:
     return [rec]
 
 
-def strip_ansi(text: str) -> str:
-    """``text`` without terminal colour and cursor sequences."""
-    return _ANSI.sub("", text)
-
-
 def split_tag(text: str) -> tuple[str, dict[str, Any]]:
     """Remove launcher tags in front of a line; return the rest and what the tags said.
 
@@ -323,20 +316,21 @@ def split_tag(text: str) -> tuple[str, dict[str, Any]]:
     """
     ctx: dict[str, Any] = {"tag_rank": None, "tagged_by": None}
     while True:
-        if m := _KUNGFU_TAG.match(text):
+        if m := tags.KUNGFU_TAG.match(text):
             port = int(m["port"])
             local = port - KUNGFU_BASE_PORT if port >= KUNGFU_BASE_PORT else None
             ctx.update(
                 host=m["host"], port=port, stream=m["stream"], local_rank=local, tagged_by="kungfu"
             )
             ctx["tag_rank"] = local
-        elif m := _MPI_TAG.match(text):
-            ctx.update(tag_rank=int(m["rank"]), stream=m["stream"], tagged_by="mpirun")
-        elif m := _HOROVODRUN_TAG.match(text):
+        elif m := tags.OPENMPI_TAG.match(text):
+            stream = "stdout" if m["stream"] == "stdout" else "stderr"
+            ctx.update(tag_rank=int(m["rank"]), stream=stream, tagged_by="mpirun")
+        elif m := tags.HOROVODRUN_TAG.match(text):
             ctx.update(tag_rank=int(m["rank"]), stream=m["stream"], tagged_by="horovodrun")
         else:
             return text, ctx
-        text = text[m.end() :]
+        text = m["text"].removeprefix(" ") if m.re is tags.HOROVODRUN_TAG else m["text"]
 
 
 def _normalise(rec: dict[str, Any], rank: int | None, ctx: dict[str, Any]) -> dict[str, Any]:

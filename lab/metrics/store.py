@@ -21,12 +21,12 @@ from typing import Any
 import pandas as pd
 
 from lab.metrics import stats
+from lab.metrics.layout import MANIFEST_NAME, read_manifest, results_root, runs_dir
 from lab.metrics.parsers import SCHEMA, parse_line
 
 log = logging.getLogger(__name__)
 
 CACHE_NAME = "records.parquet"
-MANIFEST_NAME = "manifest.json"
 LAUNCHER_LOG = "launcher.log"
 _RANK_LOG = re.compile(r"^rank-(\d+)\.log$")
 # Summary columns that a parameter must not overwrite; such a parameter gets "param." in front.
@@ -49,35 +49,7 @@ SUMMARY_COLUMNS = (
 )
 
 
-def results_root(root: str | os.PathLike[str] | None = None) -> Path:
-    """Where results live: ``root``, else ``$DISTLAB_RESULTS``, else ``<repo>/results``."""
-    if root is not None:
-        return Path(root)
-    env = os.environ.get("DISTLAB_RESULTS")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2] / "results"
-
-
 _results_root = results_root  # the functions below take a parameter of the same name
-
-
-def runs_dir(experiment: str, root: str | os.PathLike[str] | None = None) -> Path:
-    """``<results>/runs/<experiment>``: where the experiment's run directories are."""
-    return results_root(root) / "runs" / experiment
-
-
-def read_manifest(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """The run's manifest, or an empty dict when it is missing or unreadable."""
-    path = Path(run_dir) / MANIFEST_NAME
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as exc:
-        log.warning("cannot read %s: %s", path, exc)
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def flatten(params: Mapping[str, Any] | None, prefix: str = "") -> dict[str, Any]:

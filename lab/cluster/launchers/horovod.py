@@ -19,20 +19,26 @@ mpirun with the emulation's own known_hosts and strict checking.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 from typing import ClassVar
 
 from lab.cluster.inventory import Slot
-from lab.cluster.launchers.base import Job, Line, ProcessSpec, find_program, register
-from lab.cluster.launchers.local import base_env, check_job, choice_option, launcher_host
-from lab.cluster.launchers.mpi import (
+from lab.cluster.launchers.base import (
     INSTALL_MPI,
+    Job,
+    Line,
+    ProcessSpec,
+    base_env,
+    check_job,
     check_remote_ssh,
+    choice_option,
+    find_program,
+    launcher_host,
     mpi_host_list,
-    parse_openmpi_tag,
+    register,
 )
 from lab.errors import LaunchError
+from lab.metrics.tags import parse_gloo_tag, parse_openmpi_tag
 
 CONTROLLERS = ("gloo", "mpi")
 INSTALL_HOROVOD = (
@@ -48,14 +54,6 @@ EMULATED_ALTERNATIVE = (
     "MPI controller under mpirun, e.g. 'python -m lab.bench.synthetic --backend horovod'; "
     "the system 'horovod-mpi' in lab.experiments)"
 )
-
-_GLOO_TAG = re.compile(r"^\[(\d+)\]<(stdout|stderr)>:(.*)$", re.DOTALL)
-
-
-def parse_gloo_tag(text: str) -> tuple[int, str, str] | None:
-    """(rank, stream, text) from a line horovodrun's Gloo launcher prefixed, or None."""
-    m = _GLOO_TAG.match(text)
-    return None if m is None else (int(m.group(1)), m.group(2), m.group(3))
 
 
 @register("horovod")

@@ -12,9 +12,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lab.cluster.inventory import Slot
-from lab.cluster.launchers.base import Job, ProcessSpec, find_program, register
+from lab.cluster.launchers.base import (
+    Job,
+    ProcessSpec,
+    base_env,
+    find_program,
+    launcher_host,
+    register,
+)
 from lab.cluster.launchers.horovod import HorovodLauncher
-from lab.cluster.launchers.local import base_env, launcher_host
 from lab.errors import ParameterError
 
 

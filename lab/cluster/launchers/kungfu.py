@@ -26,22 +26,24 @@ import re
 from collections.abc import Sequence
 
 from lab.cluster.inventory import Host, Slot
-from lab.cluster.launchers.base import Job, Line, ProcessSpec, find_program, register
-from lab.cluster.launchers.local import base_env, check_job, hosts_in_order
+from lab.cluster.launchers.base import (
+    Job,
+    Line,
+    ProcessSpec,
+    base_env,
+    check_job,
+    find_program,
+    hosts_in_order,
+    register,
+)
 from lab.errors import HostSpecError, LaunchError, ParameterError
+from lab.metrics.tags import parse_kungfu_tag
 
 DEFAULT_PORT_BEGIN = 10000
 INSTALL_KUNGFU = (
     "kungfu-run not found on PATH; install KungFu on every node: "
     "git clone https://github.com/lsds/KungFu && pip install ./KungFu "
     "(needs Go and a C++ compiler)"
-)
-
-_ESC = r"(?:\x1b\[[0-9;]*m)*"
-_KUNGFU_TAG = re.compile(
-    rf"^{_ESC}\[{_ESC}(\d{{1,3}}(?:\.\d{{1,3}}){{3}})\.(\d+){_ESC}::{_ESC}(stdout|stderr)"
-    rf"{_ESC}\]{_ESC} ?(.*)$",
-    re.DOTALL,
 )
 
 
@@ -72,14 +74,6 @@ def peer_ranks(host_list: str, port_begin: int = DEFAULT_PORT_BEGIN) -> dict[tup
         for j in range(int(slots)):
             ranks[(ip, port_begin + j)] = len(ranks)
     return ranks
-
-
-def parse_kungfu_tag(text: str) -> tuple[str, int, str, str] | None:
-    """(ip, port, stream, text) from a kungfu-run line, coloured or not; None if untagged."""
-    m = _KUNGFU_TAG.match(text)
-    if m is None:
-        return None
-    return m.group(1), int(m.group(2)), m.group(3), m.group(4)
 
 
 def _port_begin(port_range: str | None) -> int:

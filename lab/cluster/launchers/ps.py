@@ -22,9 +22,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from lab.cluster.inventory import Host, Slot
-from lab.cluster.launchers.base import Job, PerRankLauncher, ProcessSpec, register
-from lab.cluster.launchers.gpu import no_devices, visible_devices
-from lab.cluster.launchers.local import base_env, check_job, hosts_in_order, port_option
+from lab.cluster.launchers.base import (
+    Job,
+    PerRankLauncher,
+    ProcessSpec,
+    base_env,
+    check_job,
+    hosts_in_order,
+    no_devices,
+    port_option,
+    register,
+    visible_devices,
+)
 from lab.errors import ParameterError
 
 DEFAULT_BASE_PORT = 23450

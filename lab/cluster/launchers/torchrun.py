@@ -19,13 +19,16 @@ import sys
 from collections.abc import Sequence
 
 from lab.cluster.inventory import Host, Slot
-from lab.cluster.launchers.base import Job, Line, ProcessSpec, register
-from lab.cluster.launchers.local import (
+from lab.cluster.launchers.base import (
     DEFAULT_MASTER_PORT,
+    Job,
+    Line,
+    ProcessSpec,
     base_env,
     check_job,
     hosts_in_order,
     port_option,
+    register,
 )
 from lab.errors import LaunchError
 

@@ -1,0 +1,92 @@
+"""The processes of a run as the supervisor knows them, and the tracking of their
+descendants so that none escapes the final SIGKILL (a rank's grandchildren included)."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import threading
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+from lab.cluster.launchers.base import ProcessSpec
+
+log = logging.getLogger(__name__)
+
+TAIL_LINES = 50  # kept per rank while running
+
+
+class Proc:
+    """One started process and what the supervisor knows about it."""
+
+    def __init__(self, spec: ProcessSpec, argv: list[str], env: dict[str, str], cwd: str | None):
+        self.spec, self.argv, self.env, self.cwd = spec, argv, env, cwd
+        self.remote = not (spec.host.is_local or spec.host.namespace is not None)
+        self.popen: subprocess.Popen[bytes] | None = None
+        self.started: float | None = None
+        self.ended: float | None = None
+        self.code: int | None = None
+        self.signal: str | None = None
+        self.rank_pid: int | None = None
+        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self.readers: list[threading.Thread] = []
+
+
+def rank_of(p: Proc) -> int:
+    """The rank a process answers for in reports (-1 for rank-less processes, e.g. a PS)."""
+    return p.spec.ranks[0] if p.spec.ranks else -1
+
+
+class ProcessTracker:
+    """Every descendant ever seen under a run's guards, keyed by (pid, start time) so a
+    reused pid is never mistaken for one of ours."""
+
+    def __init__(self) -> None:
+        self._tracked: dict[tuple[int, float], Any] = {}
+        self._warned = False
+
+    def snapshot(self, procs: Iterable[Proc]) -> None:
+        """Record the live descendants of every running guard; learn each rank's pid."""
+        try:
+            import psutil
+        except ImportError:
+            if not self._warned:
+                self._warned = True
+                log.warning("psutil is missing; relying on the guards alone")
+            return
+        children: dict[int, list[Any]] = {}
+        for pr in psutil.process_iter(["ppid"]):
+            children.setdefault(pr.info["ppid"], []).append(pr)
+        for p in procs:
+            if p.popen is None or p.code is not None:
+                continue
+            direct = children.get(p.popen.pid, [])
+            if p.rank_pid is None and direct and not p.remote:
+                p.rank_pid = direct[0].pid
+            todo = list(direct)
+            while todo:
+                pr = todo.pop()
+                try:
+                    self._tracked.setdefault((pr.pid, pr.create_time()), pr)
+                except psutil.Error:
+                    continue
+                todo.extend(children.get(pr.pid, []))
+
+    def kill_leftovers(self) -> int:
+        """SIGKILL every tracked process still alive; return how many there were."""
+        try:
+            import psutil
+        except ImportError:
+            return 0
+        alive = []
+        for pr in self._tracked.values():
+            try:
+                if pr.is_running() and pr.status() != psutil.STATUS_ZOMBIE:
+                    pr.kill()
+                    alive.append(pr)
+            except psutil.Error:
+                pass
+        if alive:
+            psutil.wait_procs(alive, timeout=3)
+        return len(alive)
