@@ -22,7 +22,7 @@ _EXPORTS = {
     "load_run": "lab.metrics",
     "summarize_runs": "lab.metrics",
     "Sweep": "lab.metrics",
-    "run_notebooks": "lab.notebooks",
+    "run_notebooks": "lab.experiments.notebooks",
     "LabError": "lab.errors",
     "ParameterError": "lab.errors",
     "RanksFailed": "lab.errors",

@@ -10,9 +10,9 @@ import sys
 # name -> module providing add_parser(subparsers) and main(args) -> int
 SUBCOMMANDS = {
     "launch": "lab.cluster.cli",
-    "notebooks": "lab.notebooks",
-    "profiles": "lab.profiles_cli",
-    "bench": "lab.selfbench",
+    "notebooks": "lab.experiments.notebooks",
+    "profiles": "lab.cluster.profiles_cli",
+    "bench": "lab.experiments.selfbench.cli",
 }
 
 

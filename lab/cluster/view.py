@@ -256,3 +256,22 @@ def _in_notebook_kernel() -> bool:
     except ImportError:
         return False
     return True
+
+
+class ShownIn:
+    """A RunView drawn inside an ``ipywidgets.Output`` (for runs started by a button, in a
+    worker thread, where ``display`` would not know which output to use)."""
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+        self.view = RunView(display=False)
+
+    def on_start(self, run_dir: str, ranks: Sequence[int], control: Any) -> None:
+        self.view.on_start(run_dir, ranks, control)
+        self.out.append_display_data(self.view.box)
+
+    def on_line(self, line: Any) -> None:
+        self.view.on_line(line)
+
+    def on_end(self, state: str, exit_code: int, rank_exit_codes: Mapping[int, Any]) -> None:
+        self.view.on_end(state, exit_code, rank_exit_codes)

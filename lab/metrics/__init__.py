@@ -35,8 +35,6 @@ _EXPORTS = {
     "aggregate_runs": "store",
     "pool_runs": "store",
     "Published": "published",
-    "published_rows": "published",
-    "published_table": "published",
     "derived_overheads": "published",
     "throughput_vs_workers": "figures",
     "grouped_bars": "figures",

@@ -1,9 +1,11 @@
 """The papers' published numbers, as data, each with where it was published.
 
 These are facts about the papers, drawn beside what the lab measures (DESIGN.md, contract
-6); they are never used as expectations of a measurement. Add a paper by appending
-``Published`` rows; derived values (e.g. an overhead computed from two published
-throughputs) say so in their source.
+6); they are never used as expectations of a measurement. This module holds the row type
+and table helpers; the rows themselves live in each paper's room
+(``lab.experiments.<paper>.published``) and are gathered into one table by
+``lab.experiments.published``. Derived values (e.g. an overhead computed from two
+published throughputs) say so in their source.
 """
 
 from __future__ import annotations
@@ -12,9 +14,6 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import pandas as pd
-
-KUNGFU_OSDI20 = "KungFu (OSDI'20)"
-_KUNGFU_README = "KungFu osdi20/README.md, osdi20-artifact branch (github.com/lsds/KungFu)"
 
 
 @dataclass(frozen=True)
@@ -56,71 +55,7 @@ class Published:
     note: str = ""
 
 
-_FIG8 = {
-    "paper": KUNGFU_OSDI20,
-    "figure": "Fig 8",
-    "quantity": "throughput",
-    "unit": "img/s per GPU",
-    "system": "KungFu",
-    "model": "ResNet50",
-    "workers": 4,
-    "batch_size": 8,
-    "hardware": "Azure VM, 4× NVIDIA K80 (the paper's figure used a DGX-1, 8× V100)",
-    "per_worker": True,
-    "source": f"{_KUNGFU_README}, §3.1 Monitoring Overhead (Figure 8)",
-}
-_FIG9 = {
-    "paper": KUNGFU_OSDI20,
-    "figure": "Fig 9",
-    "quantity": "throughput",
-    "unit": "img/s per GPU",
-    "model": "ResNet50",
-    "workers": 32,
-    "batch_size": 32,
-    "hardware": "32 Azure GPU VMs, 1 GPU each",
-    "per_worker": True,
-    "source": f"{_KUNGFU_README}, §3.2 Scalability (Figure 9)",
-    "note": "± is the scripts' 1.96 × standard deviation over iterations on the master VM",
-}
-_FIG7 = {
-    "paper": KUNGFU_OSDI20,
-    "figure": "Fig 7",
-    "quantity": "resize_time",
-    "unit": "s",
-    "system": "KungFu",
-    "hardware": "2 Azure GPU VMs",
-    "source": f"{_KUNGFU_README}, §3.3 Dynamic scaling (Figure 7)",
-}
-
-PUBLISHED: tuple[Published, ...] = (
-    Published(**_FIG8, value=30.5, setting="baseline", note="sync-sgd, no monitoring"),
-    Published(**_FIG8, value=29.1, setting="noise scale", note="gradient noise scale, interval 1"),
-    Published(
-        **_FIG8, value=24.3, setting="variance interval 1", note="gradient variance, interval 1"
-    ),
-    Published(
-        **_FIG8, value=29.6, setting="variance interval 8", note="gradient variance, interval 8"
-    ),
-    Published(**_FIG9, value=43.4, error=1.2, system="KungFu", setting="sync-sgd"),
-    Published(**_FIG9, value=12.7, error=0.7, system="Horovod", setting="Horovod 0.16.1"),
-    Published(**_FIG7, value=20.39, workers=2, setting="resize 1→2"),
-    Published(**_FIG7, value=0.04012, workers=1, setting="resize 2→1", note="printed as 40.12ms"),
-)
-
 COLUMNS = tuple(f.name for f in fields(Published))
-
-
-def published_rows(**filters: Any) -> list[Published]:
-    """The published numbers whose fields equal ``filters`` (e.g. ``figure="Fig 8"``)."""
-    unknown = set(filters) - set(COLUMNS)
-    if unknown:
-        raise ValueError(f"unknown field(s) {sorted(unknown)}; fields: {', '.join(COLUMNS)}")
-    return [p for p in PUBLISHED if all(getattr(p, k) == v for k, v in filters.items())]
-
-
-def published_table(**filters: Any) -> pd.DataFrame:
-    """``published_rows(**filters)`` as a DataFrame with one column per field."""
-    return to_frame(published_rows(**filters))
 
 
 def to_frame(rows: Any) -> pd.DataFrame:

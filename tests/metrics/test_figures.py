@@ -8,6 +8,7 @@ import os
 import pandas as pd
 import pytest
 
+from lab.experiments.published import published_table
 from lab.metrics import figures
 from lab.metrics.figures import (
     caption,
@@ -17,7 +18,7 @@ from lab.metrics.figures import (
     published_traces,
     throughput_vs_workers,
 )
-from lab.metrics.published import derived_overheads, published_table
+from lab.metrics.published import derived_overheads
 
 
 def _summary() -> pd.DataFrame:

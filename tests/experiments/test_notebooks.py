@@ -8,7 +8,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from lab.notebooks import NOTEBOOK_DIR, discover, parameter_names, run_notebook, summary_table
+from lab.experiments.notebooks import (
+    NOTEBOOK_DIR,
+    discover,
+    parameter_names,
+    run_notebook,
+    summary_table,
+)
 
 NOTEBOOKS = discover()
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lab.__main__ import main as lab_main
-from lab.cluster.bench_stream import check_log
+from lab.experiments.selfbench.streaming import check_log
 
 LINES = 2000
 

@@ -1,6 +1,6 @@
 """How many lines per second the lab carries from ranks into files and the view, losing none.
 
-Two ranks run ``tests/bin/spew.py``, each printing N numbered lines as fast as it can,
+Two ranks run ``spew.py`` (beside this module), each printing N numbered lines as fast as it can,
 through ``lab.cluster.launch``: once with no observer (``files``: rank logs only) and once
 with the notebook view's model running headless beside a counting observer
 (``files+widget``: ``RunView(display=False)`` keeps its tracker and redraws its widgets'
@@ -29,15 +29,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lab.cluster.bench_launch import wait_all
+from lab.experiments.selfbench.launch_overhead import wait_all
 from lab.cluster.launchers.base import Line, RunControl, RunObserver
 from lab.cluster.observers import FanOut
-from lab.cluster.rundir import REPO_ROOT
 from lab.errors import LaunchError
 
 log = logging.getLogger(__name__)
 
-SPEW = REPO_ROOT / "tests" / "bin" / "spew.py"
+SPEW = Path(__file__).with_name("spew.py")
 LAUNCHERS = ("local", "mpi")
 SINKS = ("files", "files+widget")
 _DONE = re.compile(r"^spew done rank=(\d+) lines=(\d+) seconds=([0-9.]+)$")
@@ -64,8 +63,6 @@ class CountingObserver:
 
 def spew_argv(lines: int) -> list[str]:
     """The rank's command: this Python running the spew script."""
-    if not SPEW.is_file():
-        raise LaunchError(f"{SPEW} is missing: the streaming benchmark runs from a checkout")
     return [sys.executable, str(SPEW), "--lines", str(lines)]
 
 

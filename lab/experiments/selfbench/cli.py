@@ -1,10 +1,10 @@
 """``python -m lab bench`` (``make bench``): the lab's own benchmarks.
 
 - ``launch``: a lab launch against the bare launcher command for the same 2-rank job
-  (median wall times, their ratio, every raw timing): lab.cluster.bench_launch.
+  (median wall times, their ratio, every raw timing): lab.experiments.selfbench.launch_overhead.
 - ``streaming``: ranks printing as fast as they can; lines per second through the lab into
   files and into the view's model, lines lost (must be 0), and the ranks' slowdown against
-  printing to /dev/null: lab.cluster.bench_stream.
+  printing to /dev/null: lab.experiments.selfbench.streaming.
 
 Results go to ``<results>/bench/launch_overhead.json`` and ``streaming.json`` with the
 machine they were measured on; a compact table is printed. Exit status 1 if a line was lost.
@@ -63,12 +63,12 @@ def main(args: argparse.Namespace) -> int:
     for name in which:
         started = time.time()
         if name == "launch":
-            from lab.cluster.bench_launch import launch_overhead
+            from lab.experiments.selfbench.launch_overhead import launch_overhead
 
             data = launch_overhead(launchers, repeats=args.repeats, timeout=args.timeout)
             print(launch_table(data))
         else:
-            from lab.cluster.bench_stream import streaming
+            from lab.experiments.selfbench.streaming import streaming
 
             data = streaming(
                 lines=args.lines,

@@ -9,7 +9,7 @@ printing took by the rank's own clock, which the benchmark reads back from the r
 
 Stdlib only, and reads the rank from RANK (local launcher) or OpenMPI's/MPICH's variables.
 
-    python tests/bin/spew.py [--lines N] [--report FILE]
+    python lab/experiments/selfbench/spew.py [--lines N] [--report FILE]
 
 ``--report`` also writes the count line to FILE, for runs whose stdout is /dev/null.
 """

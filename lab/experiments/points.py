@@ -1,0 +1,125 @@
+"""One sweep point: a dict of parameters (system, model, batch size, workers, ...) that
+becomes one run, with the scale's defaults filled in and checked before anything starts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lab.errors import ParameterError
+from lab.experiments.systems import get_system, python_for
+
+# Workload settings per scale. Smoke: small inputs that run in seconds on 2 CPU cores.
+# Paper: the artifacts' settings (224x224 ImageNet-sized inputs, 10 warm-up steps).
+SCALE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "smoke": {"image_size": 32, "steps": 15, "warmup_steps": 3, "timeout": 300},
+    "paper": {"image_size": 224, "steps": 100, "warmup_steps": 10, "timeout": 3600},
+}
+
+
+WORKLOAD_FLAGS = (
+    "model",
+    "batch_size",
+    "image_size",
+    "steps",
+    "warmup_steps",
+    "monitor",
+    "interval",
+    "seed",
+    "optimizer",
+    "lr",
+    "num_classes",
+)
+
+
+def workload_argv(point: Mapping[str, Any], python: str) -> list[str]:
+    """The rank command for one point: ``python -m <module> --backend ... --model ...``."""
+    system = get_system(point["system"])
+    if system.command is not None:
+        return system.command(point, python)
+    argv = [python, "-m", system.module]
+    if system.backend:
+        argv += ["--backend", system.backend]
+    for key in WORKLOAD_FLAGS:
+        if key in point and point[key] is not None:
+            argv += [f"--{key.replace('_', '-')}", str(point[key])]
+    return argv
+
+
+def complete_point(point: Mapping[str, Any], scale: str = "smoke") -> dict[str, Any]:
+    """The point with the scale's defaults filled in (what the manifest records)."""
+    if scale not in SCALE_DEFAULTS:
+        raise ParameterError("scale", scale, ", ".join(SCALE_DEFAULTS))
+    defaults = {k: v for k, v in SCALE_DEFAULTS[scale].items() if k != "timeout"}
+    full = {**defaults, "workers": 1, **point, "scale": scale}
+    get_system(full["system"])
+    if int(full["workers"]) < 1:
+        raise ParameterError("workers", full["workers"], "an integer >= 1")
+    return full
+
+
+def run_point(
+    point: Mapping[str, Any],
+    experiment: str,
+    scale: str = "smoke",
+    cluster: Any = "local",
+    view: Any = "auto",
+    out: Any = None,
+    results_root: Any = None,
+    timeout: float | None = None,
+    observe: Any = None,
+) -> Any:
+    """Run one point of a benchmark sweep and return its RunResult (failed runs too).
+
+    Args:
+        point: at least ``system``; ``workers`` (default 1), model, batch_size, ...
+        experiment: the run directory's group (e.g. ``"benchmark/sync_sgd"``).
+        scale: ``"smoke"`` or ``"paper"``; fills in image size, steps and warm-up.
+        cluster: a profile name, path or Cluster.
+        view: as for ``lab.cluster.launch``.
+        out: an ``ipywidgets.Output`` to show the live view in (used by Controls).
+        timeout: seconds for the whole run (default: the scale's).
+        observe: another RunObserver to feed beside the view (e.g. a MetricTrace).
+    """
+    from lab.cluster import launch
+
+    full = complete_point(point, scale)
+    system = get_system(full["system"])
+    reason = system.unavailable()
+    if reason:
+        raise ParameterError("system", system.name, f"an installed system ({reason})")
+    if int(full["workers"]) < system.min_workers:
+        raise ParameterError(
+            "workers", full["workers"], f">= {system.min_workers} for {system.name}"
+        )
+    if out is not None and view == "auto":
+        from lab.cluster.view import ShownIn
+
+        view = ShownIn(out)
+    if observe is not None:
+        from lab.cluster.observers import FanOut
+        from lab.cluster.view import make_view
+
+        view = FanOut(make_view(view) if isinstance(view, str) or view is None else view, observe)
+    return launch(
+        workload_argv(full, python_for(cluster)),
+        np=int(full["workers"]),
+        launcher=system.launcher,
+        cluster=cluster,
+        experiment=experiment,
+        options=dict(system.options),
+        params=full,
+        view=view,
+        results_root=results_root,
+        timeout=timeout or SCALE_DEFAULTS[scale]["timeout"],
+        check=False,
+    )
+
+
+def grid(**axes: Sequence[Any] | Any) -> list[dict[str, Any]]:
+    """Every combination of the given axes (scalars are held fixed), in order."""
+    import itertools
+
+    keys = list(axes)
+    values = [v if isinstance(v, list | tuple) else [v] for v in axes.values()]
+    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*values)]

@@ -1,0 +1,182 @@
+"""The systems the benchmark notebooks compare: a *system* is a launcher plus a workload
+backend (e.g. Horovod over Gloo is the ``horovod`` launcher running
+``lab.bench.synthetic --backend horovod``), named as the figures name it. The lab's own
+implementations say so in their label.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lab.cluster.launchers.base import find_program
+from lab.errors import ParameterError
+from lab.experiments.kungfu import artifact as kungfu_artifact
+
+
+@dataclass(frozen=True)
+class System:
+    """A distribution system as the figures name it.
+
+    Args:
+        name: the key used in sweeps and tables.
+        label: the legend text; the lab's own implementations say so.
+        launcher: the lab.cluster launcher that starts it.
+        backend: the ``--backend`` of the workload (None for workloads without one).
+        module: the workload module run by every rank.
+        options: launcher options.
+        requires: what must be there: a Python module name, ``exe:NAME`` or ``env:VAR``.
+        min_workers: the smallest number of workers it runs with.
+        command: builds the rank's argv from (point, python) instead of ``module`` and
+            flags (for upstream scripts such as the KungFu artifact's).
+    """
+
+    name: str
+    label: str
+    launcher: str
+    backend: str | None
+    module: str = "lab.bench.synthetic"
+    options: Mapping[str, Any] = field(default_factory=dict)
+    requires: tuple[str, ...] = ()
+    min_workers: int = 1
+    command: Callable[[Mapping[str, Any], str], list[str]] | None = None
+
+    def unavailable(self) -> str | None:
+        """Why this system cannot run here, or None when it can."""
+        for need in self.requires:
+            if need.startswith("exe:"):
+                exe = need[4:]
+                if find_program(exe) is None:
+                    return f"{exe} is not installed"
+            elif need.startswith("env:"):
+                if not os.environ.get(need[4:]):
+                    return f"{need[4:]} is not set"
+            elif importlib.util.find_spec(need) is None:
+                return f"Python package {need!r} is not installed"
+        return None
+
+
+SYSTEMS: dict[str, System] = {
+    s.name: s
+    for s in (
+        System("single", "ideal (one worker, no communication)", "local", "single"),
+        System(
+            "horovod-gloo",
+            "Horovod (Gloo)",
+            "horovod",
+            "horovod",
+            options={"controller": "gloo"},
+            requires=("horovod",),
+        ),
+        System(
+            "horovod-mpi",
+            "Horovod (MPI)",
+            "mpi",
+            "horovod",
+            requires=("horovod", "exe:mpirun"),
+        ),
+        System("mwms", "TF MultiWorkerMirroredStrategy", "local", "mwms"),
+        System(
+            "kungfu-sync",
+            "KungFu sync SGD",
+            "kungfu",
+            "kungfu-sync",
+            requires=("kungfu", "exe:kungfu-run"),
+        ),
+        System("ps", "TF parameter server (1 PS)", "ps", "ps", options={"num_ps": 1}),
+        System(
+            "kungfu-async",
+            "KungFu pair averaging",
+            "kungfu",
+            "kungfu-async",
+            requires=("kungfu", "exe:kungfu-run"),
+        ),
+        System(
+            "kungfu-artifact-monitoring",
+            "KungFu (artifact's monitoring benchmark)",
+            "kungfu",
+            None,
+            requires=("exe:kungfu-run", "env:KUNGFU_ARTIFACT"),
+            command=kungfu_artifact.monitoring_argv,
+        ),
+        System(
+            "kungfu-artifact-sync",
+            "KungFu sync SGD (artifact's benchmark)",
+            "kungfu",
+            None,
+            requires=("exe:kungfu-run", "env:KUNGFU_ARTIFACT"),
+            command=kungfu_artifact.benchmark_argv("sync-sgd"),
+        ),
+        System(
+            "kungfu-artifact-async",
+            "KungFu pair averaging (artifact's benchmark)",
+            "kungfu",
+            None,
+            requires=("exe:kungfu-run", "env:KUNGFU_ARTIFACT"),
+            command=kungfu_artifact.benchmark_argv("async-sgd"),
+            min_workers=2,
+        ),
+        System(
+            "pair-avg",
+            "pair averaging (lab, MPI one-sided)",
+            "mpi",
+            None,
+            module="lab.bench.pair_averaging",
+            requires=("mpi4py", "exe:mpirun"),
+            min_workers=2,
+        ),
+    )
+}
+
+
+def get_system(name: str) -> System:
+    try:
+        return SYSTEMS[name]
+    except KeyError:
+        raise ParameterError("system", name, ", ".join(SYSTEMS)) from None
+
+
+def split_available(names: Iterable[str], cluster: Any = None) -> tuple[list[str], dict[str, str]]:
+    """The systems that can run here (on ``cluster``, when given: its launcher is asked
+    whether it can start a job there), and why each of the others cannot."""
+    runnable, skipped = [], {}
+    for name in names:
+        system = get_system(name)
+        reason = system.unavailable() or (
+            _launcher_refuses(system, cluster) if cluster is not None else None
+        )
+        if reason:
+            skipped[name] = reason
+        else:
+            runnable.append(name)
+    return runnable, skipped
+
+
+def _launcher_refuses(system: System, cluster: Any) -> str | None:
+    """The launcher's own pre-launch check (e.g. horovodrun on an emulated cluster)."""
+    from lab.cluster.inventory import load_profile
+    from lab.cluster.launchers.base import Job, get_launcher
+    from lab.errors import LabError
+
+    c = load_profile(cluster) if isinstance(cluster, str) else cluster
+    job = Job(command=("true",), np=1, cluster=c, options=dict(system.options))
+    try:
+        get_launcher(system.launcher).check(job)
+    except LabError as e:
+        return str(e).split(":", 1)[0] if len(str(e)) > 120 else str(e)
+    return None
+
+
+def python_for(cluster: Any) -> str:
+    """The interpreter ranks run: this one on local and emulated clusters, else the
+    profile's ``python`` (or ``python3``)."""
+    from lab.cluster.inventory import load_profile
+
+    c = load_profile(cluster) if isinstance(cluster, str) else cluster
+    if c.is_local or c.emulated:
+        return sys.executable
+    return c.python or next((h.python for h in c.hosts if h.python), None) or "python3"
