@@ -29,10 +29,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lab.experiments.selfbench.launch_overhead import wait_all
 from lab.cluster.launchers.base import Line, RunControl, RunObserver
 from lab.cluster.observers import FanOut
 from lab.errors import LaunchError
+from lab.experiments.selfbench.launch_overhead import wait_all
 
 log = logging.getLogger(__name__)
 
