@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import platform
 import shlex
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -23,6 +24,7 @@ from lab.cluster.launchers.base import Job, ProcessSpec, RunObserver, get_launch
 from lab.cluster.ssh import check_hosts, ssh_options
 from lab.cluster.supervisor import RunResult, RunState, Supervisor
 from lab.errors import LaunchError, ParameterError, RanksFailed
+from lab.metrics.machine import hardware_description
 
 log = logging.getLogger(__name__)
 
@@ -221,6 +223,7 @@ def _manifest_fields(job: Job, launcher: str, cluster: Cluster, slots: Sequence[
         },
         "slots": [{"rank": s.rank, "host": s.host.name, "local_rank": s.local_rank} for s in slots],
         "launched_by": {"argv": list(sys.argv), "pid": os.getpid(), "cwd": os.getcwd()},
-        "versions": rundir.package_versions(),
+        "versions": rundir.package_versions(),  # of the launching machine
+        "launched_on": {"host": platform.node(), "hardware": hardware_description()},
         "git": rundir.git_state(),
     }

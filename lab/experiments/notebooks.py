@@ -2,8 +2,12 @@
 
 Every notebook has one cell tagged ``parameters`` holding at least ``scale`` and
 ``cluster``; this module injects the scale (and a cluster when one is named), executes
-each notebook into ``results/notebooks/<same relative path>``, and reports pass/fail and
-wall time.
+each notebook into ``results/notebooks/<same relative path>`` (the latest) and a dated copy
+beside the runs it made (``results/runs/<experiment>/notebooks/``), so a figure can always
+be traced to the runs behind it, and reports pass/fail and wall time. Any other parameter
+of a notebook can be set (``-p NAME VALUE``, ``-y YAML``); a name a notebook does not have
+is refused before anything runs. Kernels run with ``DISTLAB_BATCH=1``: a notebook that
+measured nothing fails (lab.experiments.batch).
 papermill saves the executed notebook before it raises, so a failed notebook keeps
 every output up to the failing cell.
 """
@@ -15,6 +19,7 @@ import fnmatch
 import json
 import logging
 import os
+import shutil
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from lab import REPO_ROOT
+from lab.errors import ParameterError
+from lab.experiments.batch import BATCH_ENV
 
 log = logging.getLogger(__name__)
 
@@ -91,13 +98,17 @@ def run_notebook(
     accepted = set(parameter_names(notebook))
     unknown = set(params) - accepted
     if unknown:
-        raise ValueError(
-            f"{notebook.name}: parameters {sorted(unknown)} are not in its parameters cell "
-            f"({sorted(accepted)})"
+        raise ParameterError(
+            "parameters",
+            sorted(unknown),
+            f"names in {notebook.name}'s parameters cell: {', '.join(sorted(accepted))}",
         )
     output.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
+    started_epoch = time.time()
     error = ""
+    previous = os.environ.get(BATCH_ENV)
+    os.environ[BATCH_ENV] = "1"  # the kernel inherits it: nothing measured fails the run
     try:
         papermill.execute_notebook(
             str(notebook),
@@ -112,7 +123,48 @@ def run_notebook(
         )
     except Exception as e:  # papermill raises after saving what it has
         error = _short_error(e)
+    finally:
+        if previous is None:
+            os.environ.pop(BATCH_ENV, None)
+        else:
+            os.environ[BATCH_ENV] = previous
+    if output.exists():
+        copy_beside_runs(output, started_epoch)
     return NotebookResult(notebook, output, not error, time.monotonic() - start, error)
+
+
+def copy_beside_runs(executed: Path, since: float, results: Path | None = None) -> list[Path]:
+    """Copy an executed notebook into every experiment that got a run since ``since``
+    (``<results>/runs/<experiment>/notebooks/<stamp>-<name>``); return the copies."""
+    from lab.metrics.layout import read_manifest, results_root
+
+    runs = results_root(results) / "runs"
+    experiments = set()
+    for manifest in runs.glob("**/manifest.json") if runs.is_dir() else ():
+        started = (read_manifest(manifest.parent).get("started") or {}).get("epoch") or 0
+        if started >= since - 1:
+            experiments.add(manifest.parent.parent)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(since))
+    copies = []
+    for exp in sorted(experiments):
+        target = exp / "notebooks" / f"{stamp}-{executed.name}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(executed, target)
+        copies.append(target)
+    return copies
+
+
+def check_parameters(notebooks: Iterable[Path], parameters: Mapping[str, Any]) -> None:
+    """Refuse, before anything runs, a parameter that a selected notebook does not have."""
+    for nb in notebooks:
+        accepted = set(parameter_names(nb))
+        unknown = set(parameters) - accepted
+        if unknown:
+            raise ParameterError(
+                "parameters",
+                sorted(unknown),
+                f"names in {nb.name}'s parameters cell: {', '.join(sorted(accepted))}",
+            )
 
 
 def run_notebooks(
@@ -123,6 +175,7 @@ def run_notebooks(
     timeout: float = DEFAULT_TIMEOUT_S,
     root: Path = NOTEBOOK_DIR,
     progress: bool = True,
+    parameters: Mapping[str, Any] | None = None,
 ) -> list[NotebookResult]:
     """Run notebooks one after another with a progress bar; return every result.
 
@@ -130,10 +183,10 @@ def run_notebooks(
     its smoke scale is meant for: ``local`` or an emulated profile on this machine).
     """
     if scale not in SCALES:
-        from lab.errors import ParameterError
-
         raise ParameterError("scale", scale, ", ".join(SCALES))
     paths = list(notebooks) if notebooks is not None else discover(root)
+    extra = dict(parameters or {})
+    check_parameters(paths, extra)
     out_dir = out_dir or REPO_ROOT / "results" / "notebooks"
     from tqdm.auto import tqdm
 
@@ -142,7 +195,9 @@ def run_notebooks(
     for nb in bar:
         rel = nb.relative_to(root) if nb.is_relative_to(root) else Path(nb.name)
         bar.set_postfix_str(str(rel))
-        params = {"scale": scale} if cluster is None else {"scale": scale, "cluster": cluster}
+        params = {**extra, "scale": scale}
+        if cluster is not None:
+            params["cluster"] = cluster
         result = run_notebook(nb, out_dir / rel, params, timeout=timeout)
         results.append(result)
         status = "ok" if result.ok else "FAILED"
@@ -201,6 +256,16 @@ def add_parser(sub: Any) -> None:
         "--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds allowed per cell"
     )
     p.add_argument("--out", type=Path, default=None, help="where executed notebooks go")
+    p.add_argument(
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="set a parameter (VALUE read as YAML: 4, [1, 2], ResNet50); repeatable",
+    )
+    p.add_argument("-y", "--yaml", default=None, help="parameters as a YAML mapping")
     p.set_defaults(handler=main)
 
 
@@ -209,10 +274,34 @@ def main(args: argparse.Namespace) -> int:
     if not paths:
         print(f"no notebooks match {args.only or '*'} under {NOTEBOOK_DIR}")
         return 1
+    parameters = parse_parameters(args.parameter, args.yaml)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     logging.getLogger("papermill").setLevel(logging.WARNING)  # the bar says which one runs
     results = run_notebooks(
-        paths, out_dir=args.out, scale=args.scale, cluster=args.cluster, timeout=args.timeout
+        paths,
+        out_dir=args.out,
+        scale=args.scale,
+        cluster=args.cluster,
+        timeout=args.timeout,
+        parameters=parameters,
     )
     print(summary_table(results))
     return 0 if all(r.ok for r in results) else 1
+
+
+def parse_parameters(pairs: Sequence[Sequence[str]], yaml_text: str | None) -> dict[str, Any]:
+    """Papermill-style parameters: ``-y`` first, then each ``-p NAME VALUE`` (VALUE as YAML)."""
+    import yaml
+
+    params: dict[str, Any] = {}
+    if yaml_text:
+        loaded = yaml.safe_load(yaml_text)
+        if not isinstance(loaded, dict):
+            raise ParameterError("yaml", yaml_text, "a YAML mapping, e.g. '{workers: [1, 2]}'")
+        params.update(loaded)
+    for name, value in pairs:
+        params[name] = yaml.safe_load(value)
+    for reserved in ("scale", "cluster"):
+        if reserved in params:
+            raise ParameterError(reserved, params[reserved], f"--{reserved}, not -p/-y")
+    return params

@@ -58,6 +58,14 @@ def complete_point(point: Mapping[str, Any], scale: str = "smoke") -> dict[str, 
     return full
 
 
+def cluster_name(cluster: Any) -> str:
+    """The name a point records for where it ran: a profile's name, a path's stem, or a
+    Cluster's ``name``."""
+    name = getattr(cluster, "name", cluster)
+    text = str(name or "local")
+    return text[:-5].rsplit("/", 1)[-1] if text.endswith(".yaml") else text
+
+
 def run_point(
     point: Mapping[str, Any],
     experiment: str,
@@ -83,7 +91,7 @@ def run_point(
     """
     from lab.cluster import launch
 
-    full = complete_point(point, scale)
+    full = complete_point({"cluster": cluster_name(cluster), **point}, scale)
     system = get_system(full["system"])
     reason = system.unavailable()
     if reason:

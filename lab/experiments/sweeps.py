@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lab.experiments.points import complete_point, run_point
+from lab.experiments.batch import in_batch, require_measured
+from lab.experiments.points import cluster_name, complete_point, run_point
 
 
 def run_sweep(
@@ -20,6 +21,7 @@ def run_sweep(
     run: Any = None,
     trace: Any = None,
     label: Any = None,
+    strict: bool | None = None,
 ) -> Any:
     """Run every point (resuming finished ones) with a progress bar, the live run view and
     a live summary figure; return the summary table (one row per point).
@@ -32,10 +34,18 @@ def run_sweep(
         run: runs one completed point (default: ``run_point`` with these settings).
         trace: a ``lab.metrics.live.MetricTrace`` fed by every run (a live monitor line).
         label: names a point's lines in ``trace`` (default: its parameters).
+        strict: fail when any point fails or the figure cannot be drawn (default: in a
+            batch run, see ``lab.experiments.batch``). A sweep with no succeeded point
+            always raises ``NothingMeasured``.
+
+    A point's identity includes the cluster it ran on, so resuming on another cluster
+    runs the points again instead of captioning old runs with the new cluster's name.
     """
     from lab.metrics import LiveFigure, Sweep
 
-    full = [complete_point(p, scale) for p in points]
+    strict = in_batch() if strict is None else strict
+    where = cluster_name(cluster)
+    full = [complete_point({"cluster": where, **p}, scale) for p in points]
     live = LiveFigure(figure) if figure is not None else None
 
     def one(point: dict[str, Any]) -> Any:
@@ -47,5 +57,5 @@ def run_sweep(
             )
         return run_point(point, experiment, scale=scale, cluster=cluster, view=view, observe=trace)
 
-    sweep = Sweep(experiment, full, one, on_point_done=live)
-    return sweep.run(rerun=rerun)
+    sweep = Sweep(experiment, full, one, on_point_done=live, strict=strict)
+    return require_measured(sweep.run(rerun=rerun), experiment, strict=strict)

@@ -40,6 +40,7 @@ _EXPORTS = {
     "grouped_bars": "figures",
     "overhead_bars": "figures",
     "caption": "figures",
+    "runs_caption": "figures",
     "hardware_description": "figures",
     "Sweep": "sweep",
     "LiveFigure": "sweep",

@@ -9,70 +9,18 @@ are plain ``plotly.graph_objects.Figure`` objects: no kaleido, no widgets.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import logging
-import os
-import platform
-import shutil
-import subprocess
 from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
+from lab.metrics.machine import gpu_names, hardware_description  # noqa: F401  (re-exported)
 from lab.metrics.published import to_frame
 
 log = logging.getLogger(__name__)
 
 PUBLISHED_COLOR = "#555555"
-NVIDIA_SMI_TIMEOUT = 5.0
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                key, _, value = line.partition(":")
-                if key.strip() in ("model name", "Hardware", "Processor") and value.strip():
-                    return value.strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
-
-
-def gpu_names(timeout: float = NVIDIA_SMI_TIMEOUT) -> list[str]:
-    """Names of the visible NVIDIA GPUs (empty without nvidia-smi or on its failure)."""
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return []
-    try:
-        out = subprocess.run(
-            [exe, "--query-gpu=name", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError) as exc:
-        log.debug("nvidia-smi failed: %s", exc)
-        return []
-    return [line.strip() for line in out.splitlines() if line.strip()]
-
-
-@functools.lru_cache(maxsize=1)
-def hardware_description() -> str:
-    """This machine in a few words: CPU model and core count, and its GPUs if any."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    text = f"{_cpu_model()}, {cores} cores"
-    gpus = gpu_names()
-    if gpus:
-        counts: dict[str, int] = {}
-        for name in gpus:
-            counts[name] = counts.get(name, 0) + 1
-        text += "; " + ", ".join(f"{n}× {name}" for name, n in counts.items())
-    else:
-        text += "; no GPU"
-    return text
 
 
 def caption(scale: str, hardware: str | None = None, date: str | dt.date | None = None) -> str:
@@ -89,6 +37,50 @@ def caption(scale: str, hardware: str | None = None, date: str | dt.date | None 
     if isinstance(date, (dt.date, dt.datetime)):
         date = date.isoformat()[:10]
     return f"Lab: measured at scale '{scale}' on {hardware}, {date}."
+
+
+def runs_caption(run_dirs: Sequence[Any], scale: str, date: str | None = None) -> str:
+    """The caption for a figure drawn from ``run_dirs``: where those runs ran, read from
+    their manifests (cluster, its hosts, the launching machine's hardware), not where the
+    notebook happens to run now.
+    """
+    from lab.metrics.layout import read_manifest
+
+    where: dict[str, str] = {}
+    dates = []
+    for run_dir in run_dirs:
+        m = read_manifest(run_dir)
+        if not m:
+            continue
+        where.setdefault(_cluster_words(m), "")
+        stamp = (m.get("started") or {}).get("iso")
+        if stamp:
+            dates.append(stamp[:10])
+    if not where:
+        return caption(scale, date=date)
+    when = date or (max(dates) if dates else None)
+    n = len(run_dirs)
+    return caption(scale, hardware="; ".join(where), date=when) + f" {n} run(s)."
+
+
+def _cluster_words(manifest: dict[str, Any]) -> str:
+    cluster = manifest.get("cluster") or {}
+    hosts = cluster.get("hosts") or []
+    machine = (manifest.get("launched_on") or {}).get("hardware") or "an unrecorded machine"
+    name = cluster.get("name") or "local"
+    emulated = cluster.get("emulated") or {}
+    if emulated:
+        link = (emulated.get("link") or {}).get("bandwidth", "unshaped")
+        return (
+            f"cluster '{name}': {len(hosts)} emulated hosts of {emulated.get('cpu', '?')} "
+            f"core and a {link} link each, on {machine}"
+        )
+    local = all(h.get("name") in ("localhost", "127.0.0.1") for h in hosts)
+    if local:
+        return f"cluster '{name}': {machine}"
+    gpus = sum(int(h.get("gpus") or 0) for h in hosts)
+    names = ", ".join(str(h.get("name")) for h in hosts[:4]) + (" …" if len(hosts) > 4 else "")
+    return f"cluster '{name}': {len(hosts)} hosts ({names}), {gpus} GPUs in the profile"
 
 
 def add_caption(fig: Any, text: str | None) -> Any:

@@ -63,6 +63,8 @@ class Sweep:
         warmup: steps per rank left out of throughput in the summary.
         group_by: columns to sort the summary by (default: the key's names).
         progress: show a progress bar.
+        strict: let an exception in ``on_point_done`` (a figure that cannot be drawn) end
+            the sweep, as a batch run must; otherwise it is logged and the sweep goes on.
     """
 
     def __init__(
@@ -76,6 +78,7 @@ class Sweep:
         warmup: int = 0,
         group_by: Sequence[str] | None = None,
         progress: bool = True,
+        strict: bool = False,
     ) -> None:
         self.experiment = experiment
         self.points = [dict(p) for p in points]
@@ -86,6 +89,7 @@ class Sweep:
         self.warmup = warmup
         self.group_by = group_by
         self.progress = progress
+        self.strict = strict
         self.rows: list[dict[str, Any]] = []
 
     def identity(
@@ -177,8 +181,10 @@ class Sweep:
                 if self.on_point_done is not None:
                     try:
                         self.on_point_done(self.summary())
-                    except Exception:  # a plotting error must not end the sweep
-                        log.exception("on_point_done failed")
+                    except Exception:
+                        if self.strict:  # a batch run must not pass on a broken figure
+                            raise
+                        log.exception("on_point_done failed")  # interactive: keep going
         finally:
             bar.close()
         self._write()

@@ -86,7 +86,7 @@ def test_runner_injects_parameters_and_saves_failures(tmp_path: Path) -> None:
 
 def test_runner_rejects_unknown_parameters(tmp_path: Path) -> None:
     nb = _notebook(tmp_path / "p.ipynb", "pass")
-    with pytest.raises(ValueError, match="not in its parameters cell"):
+    with pytest.raises(ValueError, match="parameters cell"):
         run_notebook(nb, tmp_path / "o.ipynb", {"batch": 3})
 
 

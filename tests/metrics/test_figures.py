@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from lab.experiments.published import published_table
-from lab.metrics import figures
+from lab.metrics import figures, machine
 from lab.metrics.figures import (
     caption,
     grouped_bars,
@@ -124,7 +124,7 @@ def test_hardware_description_names_cpu_and_cores() -> None:
     text = hardware_description()
     cores = len(os.sched_getaffinity(0))
     assert f"{cores} cores" in text
-    assert figures._cpu_model() in text
+    assert machine._cpu_model() in text
     assert ("no GPU" in text) == (figures.gpu_names() == [])
 
 

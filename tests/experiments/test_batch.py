@@ -1,0 +1,141 @@
+"""A batch run that measured nothing fails; resuming knows where a point ran; the runner
+takes papermill-style parameters and keeps each executed copy beside its runs."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import pytest
+
+import lab
+from lab.errors import NothingMeasured, ParameterError
+from lab.experiments import batch, run_sweep
+from lab.experiments.notebooks import (
+    check_parameters,
+    copy_beside_runs,
+    parse_parameters,
+    run_notebook,
+)
+from lab.metrics import Sweep
+
+
+def _summary(*states: str) -> pd.DataFrame:
+    return pd.DataFrame({"system": ["single"] * len(states), "state": list(states)})
+
+
+def test_no_succeeded_point_fails_even_interactively() -> None:
+    with pytest.raises(NothingMeasured, match="no point succeeded"):
+        batch.require_measured(_summary("failed", "failed"), "x", strict=False)
+    with pytest.raises(NothingMeasured, match="ran no point"):
+        batch.require_measured(pd.DataFrame(), "x", strict=False)
+
+
+def test_a_failed_point_fails_a_batch_but_not_a_person(monkeypatch) -> None:
+    mixed = _summary("succeeded", "failed")
+    assert batch.require_measured(mixed, "x", strict=False) is mixed
+    monkeypatch.setenv(batch.BATCH_ENV, "1")
+    assert batch.in_batch()
+    with pytest.raises(NothingMeasured, match="1 of 2 points failed"):
+        batch.require_measured(mixed, "x")
+
+
+def _trivial_run(calls: list[dict], experiment: str):
+    def run(point: dict):
+        calls.append(point)
+        return lab.launch([sys.executable, "-c", "pass"], experiment=experiment, params=point)
+
+    return run
+
+
+def test_a_broken_figure_ends_a_strict_sweep(tmp_path: Path) -> None:
+    def broken(summary):
+        raise NameError("actual")  # the fig9 defect: a name that does not exist
+
+    calls: list[dict] = []
+    points = [{"n": 1}, {"n": 2}]
+    with pytest.raises(NameError):
+        Sweep(
+            "t/strict",
+            points,
+            _trivial_run(calls, "t/strict"),
+            on_point_done=broken,
+            strict=True,
+            progress=False,
+        ).run()
+    assert len(calls) == 1
+    Sweep(
+        "t/lenient", points, _trivial_run(calls, "t/lenient"), on_point_done=broken, progress=False
+    ).run()
+    assert len(calls) == 3
+
+
+def test_resume_knows_the_cluster_a_point_ran_on() -> None:
+    calls: list[dict] = []
+    run = _trivial_run(calls, "t/resume")
+    points = [{"system": "single", "workers": 1}]
+    first = run_sweep("t/resume", points, cluster="local", run=run)
+    assert len(calls) == 1 and first["cluster"].tolist() == ["local"]
+    run_sweep("t/resume", points, cluster="local", run=run)
+    assert len(calls) == 1  # same cluster: resumed
+    again = run_sweep("t/resume", points, cluster="emulated-2", run=run)
+    assert len(calls) == 2 and again["cluster"].tolist() == ["emulated-2"]
+
+
+def test_parameters_like_papermill() -> None:
+    params = parse_parameters([["workers", "[1, 2]"], ["model", "ResNet50"]], "{repeats: 3}")
+    assert params == {"workers": [1, 2], "model": "ResNet50", "repeats": 3}
+    with pytest.raises(ParameterError, match="--scale"):
+        parse_parameters([["scale", "paper"]], None)
+    with pytest.raises(ParameterError, match="mapping"):
+        parse_parameters([], "[1, 2]")
+
+
+def _notebook(path: Path, params: str, *sources: str) -> Path:
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell(params)
+    cell.metadata["tags"] = ["parameters"]
+    nb.cells = [cell, *(nbformat.v4.new_code_cell(s) for s in sources)]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, path)
+    return path
+
+
+def test_unknown_parameter_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    nb = _notebook(tmp_path / "a.ipynb", 'scale = "smoke"\ncluster = "local"\nworkers = 1')
+    check_parameters([nb], {"workers": 2})
+    with pytest.raises(ParameterError, match="workers"):
+        check_parameters([nb], {"batch": 2})
+
+
+@pytest.mark.slow
+def test_a_notebook_that_measured_nothing_fails_under_papermill(tmp_path: Path) -> None:
+    nb = _notebook(
+        tmp_path / "empty.ipynb",
+        'scale = "smoke"\ncluster = "local"',
+        "import os\nprint('batch:', os.environ.get('DISTLAB_BATCH'))",
+        "from lab.experiments import run_sweep\n"
+        "summary = run_sweep('t/empty', [{'system': 'single'}], "
+        "run=lambda p: {'run_dir': None, 'state': 'failed'})",
+    )
+    result = run_notebook(nb, tmp_path / "out.ipynb")
+    assert not result.ok and "NothingMeasured" in result.error
+    assert "batch: 1" in (tmp_path / "out.ipynb").read_text()
+
+
+def test_executed_copy_goes_beside_the_runs(tmp_path: Path) -> None:
+    since = time.time()
+    run = lab.launch([sys.executable, "-c", "pass"], experiment="t/copy")
+    executed = tmp_path / "fig.ipynb"
+    executed.write_text(json.dumps({"cells": []}))
+    copies = copy_beside_runs(executed, since)
+    assert copies and copies[0].parent == run.run_dir.parent / "notebooks"
+    assert copies[0].read_text() == executed.read_text()
