@@ -16,6 +16,8 @@ _EXPORTS = {
     "complete_point": "points",
     "grid": "points",
     "run_point": "points",
+    "scale_parameters": "points",
+    "cluster_name": "points",
     "workload_argv": "points",
     "System": "systems",
     "SYSTEMS": "systems",
@@ -27,6 +29,7 @@ _EXPORTS = {
     "Verdict": "verdicts",
     "Status": "verdicts",
     "save_verdict": "verdicts",
+    "conclude": "outputs",
     "published_rows": "published",
     "published_table": "published",
 }

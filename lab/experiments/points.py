@@ -58,6 +58,27 @@ def complete_point(point: Mapping[str, Any], scale: str = "smoke") -> dict[str, 
     return full
 
 
+def scale_parameters(
+    scale: str, defaults: Mapping[str, Mapping[str, Any]], **given: Any
+) -> dict[str, Any]:
+    """A notebook's parameters at ``scale``: each one left ``None`` in its parameters cell
+    takes the scale's default; a value a person or papermill set is kept.
+
+    Args:
+        scale: a key of ``defaults`` ("smoke" or "paper").
+        defaults: per scale, the value of every parameter.
+        given: the parameters cell's values (None: use the scale's default).
+    """
+    if scale not in defaults:
+        raise ParameterError("scale", scale, ", ".join(defaults))
+    chosen = dict(defaults[scale])
+    unknown = set(given) - set(chosen)
+    if unknown:
+        raise ParameterError("parameters", sorted(unknown), ", ".join(sorted(chosen)))
+    chosen.update({k: v for k, v in given.items() if v is not None})
+    return chosen
+
+
 def cluster_name(cluster: Any) -> str:
     """The name a point records for where it ran: a profile's name, a path's stem, or a
     Cluster's ``name``."""

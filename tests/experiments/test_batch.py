@@ -139,3 +139,33 @@ def test_executed_copy_goes_beside_the_runs(tmp_path: Path) -> None:
     copies = copy_beside_runs(executed, since)
     assert copies and copies[0].parent == run.run_dir.parent / "notebooks"
     assert copies[0].read_text() == executed.read_text()
+
+
+def test_scale_parameters_keep_what_papermill_injected() -> None:
+    from lab.experiments import scale_parameters
+
+    defaults = {
+        "smoke": {"models": ["tiny"], "workers": [1, 2]},
+        "paper": {"models": ["R50"], "workers": [1, 8]},
+    }
+    assert scale_parameters("paper", defaults, models=None, workers=[1, 4]) == {
+        "models": ["R50"],
+        "workers": [1, 4],
+    }
+    with pytest.raises(ParameterError, match="scale"):
+        scale_parameters("huge", defaults)
+
+
+def test_conclude_saves_the_verdict_it_prints(tmp_path: Path, capsys) -> None:
+    import plotly.graph_objects as go
+
+    from lab.experiments import Status, Verdict, conclude
+
+    v = Verdict("P", "Fig 3", "x is fast", Status.NOT_RESOLVED, 1.0, 0.5, runs=("r1",))
+    conclude(v, "room", figure=go.Figure(), save_figure=True, results=tmp_path)
+    saved = json.loads((tmp_path / "verdicts" / "room" / "fig_3.json").read_text())
+    assert saved["status"] == "not resolved at this scale" and saved["runs"] == ["r1"]
+    assert (tmp_path / "figures" / "room" / "fig_3.html").stat().st_size > 1000
+    assert v.sentence() in capsys.readouterr().out
+    with pytest.raises(NothingMeasured):
+        conclude(Verdict("P", "Fig 3", "x", Status.REPRODUCED), "room", results=tmp_path)
