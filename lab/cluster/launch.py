@@ -18,6 +18,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from lab.bench.flags import check_argv
 from lab.cluster import rundir
 from lab.cluster.inventory import Cluster, Slot, allocate, resolve_cluster
 from lab.cluster.launchers.base import Job, ProcessSpec, RunObserver, get_launcher
@@ -85,6 +86,7 @@ def launch(
     if not isinstance(grace, int | float) or grace < 0:
         raise ParameterError("grace", grace, "a number of seconds >= 0")
     rundir.check_experiment(experiment)
+    check_argv(argv)  # a lab workload's own flag checks, here rather than in N ranks
     rank_env = _env(env)
     target = _cluster(hosts, cluster, hostfile)
     argv = _with_interpreter(argv, target)
