@@ -286,6 +286,9 @@ def main(args: argparse.Namespace) -> int:
         parameters=parameters,
     )
     print(summary_table(results))
+    from lab.experiments.report import write_report
+
+    print(f"report: {write_report()}")
     return 0 if all(r.ok for r in results) else 1
 
 

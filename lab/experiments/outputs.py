@@ -55,6 +55,24 @@ def conclude(
         out.parent.mkdir(parents=True, exist_ok=True)
         figure.write_html(out, include_plotlyjs=True, full_html=True)
         out.with_suffix(".runs.json").write_text(json.dumps(list(verdict.runs), indent=1) + "\n")
+        write_png(figure, out.with_suffix(".png"))
         log.info("figure written to %s", out)
     print(verdict.sentence())
     return verdict
+
+
+def write_png(figure: Any, path: Path) -> bool:
+    """A static image of the figure through kaleido and the system's Chromium; False (with
+    a warning) where they are missing, so a machine without a browser still gets HTML."""
+    import os
+    import shutil
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser:
+        os.environ.setdefault("BROWSER_PATH", browser)
+    try:
+        figure.write_image(path, width=900, height=520)
+    except Exception as exc:  # kaleido or a browser missing: the HTML still stands
+        log.warning("no PNG for %s (%s)", path.name, exc)
+        return False
+    return True
