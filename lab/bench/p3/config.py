@@ -49,7 +49,7 @@ class P3Config:
     big_bound: int = MXNET_BIGARRAY_BOUND
     lr: float = 0.01
     sockbuf: int = DEFAULT_SOCKBUF
-    trace_steps: int = 1
+    trace_steps: int = 2
     seed: int = 1
     dump: str | None = None
 
