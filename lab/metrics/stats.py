@@ -232,3 +232,21 @@ def overhead(
 
 def _plain(x: Quantity) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def paired_ratio(
+    num: Sequence[float | None], den: Sequence[float | None], confidence: float = CONFIDENCE
+) -> Estimate:
+    """Mean of the per-pair ratios ``num[i] / den[i]`` with the t-interval over pairs.
+
+    Measurements taken in the same round of an interleaved schedule share that round's
+    machine state (other users' load, thermal drift); the ratio within a round cancels
+    what they share, so its spread is smaller than that of two independent means. Pairs
+    with a missing (None/NaN) or zero denominator are left out.
+    """
+    ratios = []
+    for a, b in zip(num, den, strict=False):
+        if a is None or b is None or _isnan(a) or _isnan(b) or float(b) == 0:
+            continue
+        ratios.append(float(a) / float(b))
+    return mean_ci(ratios, confidence)
