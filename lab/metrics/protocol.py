@@ -8,8 +8,7 @@ rounds go on until every compared quantity's 95% interval is narrower than a tar
 time budget is spent. Whether a difference is then *resolved* (its interval excludes "no
 difference") is computed, and an honest "not resolved" is a result too.
 
-Pure: no processes, no clock except the one passed in (lab.experiments.protocol_runner
-drives real runs with it).
+Pure: no processes, no clock but the one passed in (lab.experiments.protocol_runner runs).
 """
 
 from __future__ import annotations
@@ -52,7 +51,7 @@ def steady_state_start(times: Sequence[float], batch: int = 1, max_fraction: flo
     if not 0 < max_fraction < 1:
         raise ParameterError("max_fraction", max_fraction, "a fraction in (0, 1)")
     ys = [math.nan if t is None else float(t) for t in times]
-    means = [_nanmean(ys[i : i + batch]) for i in range(0, len(ys) - batch + 1, batch)]
+    means = [mean_ci(ys[i : i + batch]).mean for i in range(0, len(ys) - batch + 1, batch)]
     k = len(means)
     if k < 4:
         return 0
@@ -66,11 +65,6 @@ def steady_state_start(times: Sequence[float], batch: int = 1, max_fraction: flo
         if score < best:
             best_d, best = d, score
     return best_d * batch
-
-
-def _nanmean(xs: Sequence[float]) -> float:
-    vals = [x for x in xs if not math.isnan(x)]
-    return math.fsum(vals) / len(vals) if vals else math.nan
 
 
 @dataclass(frozen=True)
@@ -99,9 +93,8 @@ class Target:
             raise ParameterError("budget_s", self.budget_s, "seconds >= 0")
         if not (isinstance(self.min_repeats, int) and self.min_repeats >= 2):
             raise ParameterError("min_repeats", self.min_repeats, "an integer >= 2")
-        if self.max_repeats is not None and not (
-            isinstance(self.max_repeats, int) and self.max_repeats >= self.min_repeats
-        ):
+        top = self.max_repeats
+        if top is not None and not (isinstance(top, int) and top >= self.min_repeats):
             raise ParameterError("max_repeats", self.max_repeats, "None or >= min_repeats")
 
 
@@ -154,11 +147,11 @@ def throughput(point: Hashable, name: str = "") -> Compared:
     return Compared("throughput", point, None, name)
 
 
-def speedup(a: Hashable, b: Hashable, name: str = "") -> Compared:
+def speedup(a: Hashable, b: Hashable, name: str = "") -> Compared:  # a / b
     return Compared("speedup", a, b, name)
 
 
-def overhead(with_: Hashable, without: Hashable, name: str = "") -> Compared:
+def overhead(with_: Hashable, without: Hashable, name: str = "") -> Compared:  # 1 - with/without
     return Compared("overhead", with_, without, name)
 
 
@@ -201,7 +194,7 @@ class Judgement:
         if self.resolved:
             return f"{self.name} = {value} ({how}): within ±{self.target.rel_ci:.0%}"
         span = max(self.target.budget_s, self.seconds)
-        within = f"{span / 60:.0f} minutes" if span >= 90 else f"{span:.0f} seconds"
+        within = f"{span / 60:.0f} minutes" if span >= 90 else f"{span:.0f} s"
         return f"{self.name} = {value} ({how}): not resolved at this scale within {within}"
 
 
@@ -228,9 +221,10 @@ class Interleaver:
     Use: ``for point in sched: sched.record(point, value, seconds)``. Round ``r`` runs the
     points of every still-imprecise quantity, in first-seen order rotated by ``r`` (with
     two points: AB, BA, AB, ...), so each point takes each position equally often. The
-    first round always starts; a later round starts only if it is expected (from the
-    seconds recorded so far) to end within the budget, and no run starts once it is spent,
-    so the budget is overrun by at most the run in progress.
+    first round always runs in full (so that every point has a value to judge); a later
+    round starts only if it is expected (from the seconds recorded so far) to end within
+    the budget, and no run starts once it is spent, so after the first round the budget
+    is overrun by at most the run in progress.
     """
 
     compared: Sequence[Compared]
@@ -272,7 +266,7 @@ class Interleaver:
                 return
             shift = self.rounds % len(active)
             for p in active[shift:] + active[:shift]:
-                if self.elapsed >= self.target.budget_s:
+                if self.rounds and self.elapsed >= self.target.budget_s:
                     self.reason = "budget"
                     return
                 yield p

@@ -137,7 +137,7 @@ def test_respects_the_budget() -> None:
     assert sched.rounds == 5
     j = sched.judgements()[0]
     assert not j.precise and not j.resolved
-    assert "not resolved at this scale within 10 seconds" in j.sentence()
+    assert "not resolved at this scale within 10 s" in j.sentence()
 
 
 def test_a_round_that_would_not_fit_does_not_start() -> None:
