@@ -120,7 +120,8 @@ def launch(
             ssh_options=ssh_opts,
             manifest=_manifest_fields(job, launcher, up, slots),
         )
-        result = supervisor.run()
+        with _host_sampling(up, run_dir):
+            result = supervisor.run()
     if check and not result.ok:
         err = RanksFailed(list(result.failures), str(run_dir), result.reason, result.exit_code)
         err.result = result  # type: ignore[attr-defined]
@@ -180,6 +181,15 @@ def _hosts_up(cluster: Cluster, sshd: bool = False) -> Iterator[Cluster]:
         raise LaunchError(f"emulated clusters need lab.cluster.emulation ({e})") from e
     with emulation.prepare(cluster, sshd=sshd) as up:
         yield up
+
+
+def _host_sampling(cluster: Cluster, run_dir: os.PathLike[str]) -> Any:
+    """Emulated hosts' CPU use and throttling, sampled into the run directory."""
+    if not cluster.emulated:
+        return contextlib.nullcontext()
+    from lab.cluster.emulation import hoststats
+
+    return hoststats.sampling(cluster, run_dir)
 
 
 def _in_namespace(spec: ProcessSpec) -> ProcessSpec:

@@ -72,6 +72,9 @@ def wrap_argv(host: Host, argv: Sequence[str]) -> list[str]:
             "lab.cluster.emulation.prepare (or that cluster has been taken down)"
         )
     env = [x for k, v in host_env(host).items() for x in ("--env", f"{k}={v}")]
+    twin = cgroups.accounting_dir(group)
+    if twin is not None and twin.is_dir():
+        env = ["--cgroup", str(twin), *env]
     return [sys.executable, "-I", ENTER, "--cgroup", group, *env, "--",
             "ip", "netns", "exec", host.namespace, *argv]  # fmt: skip
 
