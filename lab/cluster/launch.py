@@ -228,6 +228,7 @@ def _manifest_fields(job: Job, launcher: str, cluster: Cluster, slots: Sequence[
             "name": cluster.name,
             "emulated": cluster.emulated,
             "hosts": [dataclasses.asdict(h) for h in cluster.hosts],
+            "emulation": cluster.extra.get("emulation"),  # cgroups, links, fair settings
         },
         "slots": [{"rank": s.rank, "host": s.host.name, "local_rank": s.local_rank} for s in slots],
         "launched_by": {"argv": list(sys.argv), "pid": os.getpid(), "cwd": os.getcwd()},
