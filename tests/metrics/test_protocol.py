@@ -206,3 +206,15 @@ def test_bad_targets_and_quantities_fail_early() -> None:
         Compared("speedup", "a")
     with pytest.raises(ParameterError):
         Interleaver([])
+
+
+def test_recorded_horovod_mpi_run_on_emulated_hosts() -> None:
+    """Four ranks of a real emulated-4 run: every rank's 17 s and 3 s start-up steps are
+    cut, and the rule never cuts more than half (the series drifts with the machine's load)."""
+    with (DATA / "steps_small_cnn_horovod_mpi_emulated4.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    for rank in ("0", "1", "2", "3"):
+        times = [float(r["seconds"]) for r in rows if r["rank"] == rank]
+        d = steady_state_start(times)
+        assert 3 <= d <= len(times) // 2
+        assert max(times[d:]) < 0.5 < 3.0 < min(times[:2])
