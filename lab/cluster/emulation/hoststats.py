@@ -6,7 +6,9 @@ rest of each 100 ms period once its quota is spent. How often that happened, and
 the machine was with other work, says whether a slow run was slow because of the system
 under test or because of its surroundings. Every ``interval`` seconds one line per host
 and one for the machine go to ``hosts.jsonl`` in the run directory (figures since the
-run started); when the run ends the totals go into manifest.json as ``hosts_cpu``.
+run started; ``t`` seconds since then, ``time`` the epoch, as in step records, so CPU
+can be matched to steps); when the run ends the totals go into manifest.json as
+``hosts_cpu``.
 
 cgroup v1: ``cpu.stat`` (nr_periods, nr_throttled, throttled_time in ns) and
 ``cpuacct.usage`` (ns; in the cpuacct twin when that controller is mounted apart). v2:
@@ -104,10 +106,9 @@ class HostSampler:
         """One line per host and one for the machine, as written to hosts.jsonl."""
         t = time.monotonic()
         now = {h: read_group(g) for h, g in self.groups.items()}
-        since = round(t - self._t0, 3)
+        since, epoch = round(t - self._t0, 3), round(time.time(), 3)  # epoch: as step records
         lines: list[dict[str, Any]] = [
-            {"t": since, "host": h, **{k: _delta(now[h][k], self._first[h][k]) for k in FIELDS}}
-            for h in self.groups
+            {"t": since, "time": epoch, "host": h, **self._since_start(now, h)} for h in self.groups
         ]
         machine = read_machine()
         t0, busy0, run0 = self._last
@@ -116,11 +117,14 @@ class HostSampler:
         busy_cores = (machine["busy_s"] - busy0) / dt
         outside = busy_cores - (run - run0) / dt
         rates = {"busy_cores": round(busy_cores, 3), "outside_cores": round(outside, 3)}
-        lines.append({"t": since, "host": None, "load1": machine["load1"], **rates})
+        lines.append({"t": since, "time": epoch, "host": None, "load1": machine["load1"], **rates})
         self._last = (t, machine["busy_s"], run)
         self._load.append(machine["load1"])
         self._now, self._tend = now, t
         return lines
+
+    def _since_start(self, now: Mapping[str, Mapping[str, float]], host: str) -> dict:
+        return {k: _delta(now[host][k], self._first[host][k]) for k in FIELDS}
 
     def _loop(self) -> None:
         with self.path.open("a", encoding="utf-8") as fh:
@@ -149,7 +153,7 @@ class HostSampler:
         seconds = getattr(self, "_tend", time.monotonic()) - self._t0
         hosts = {}
         for h in self.groups:
-            row = {k: _delta(now[h][k], self._first[h][k]) for k in FIELDS}
+            row = self._since_start(now, h)
             quota, periods = self.quotas.get(h), row["nr_periods"]
             allowed = quota * seconds if quota and seconds else None
             row.update(
