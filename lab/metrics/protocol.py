@@ -51,7 +51,7 @@ def steady_state_start(times: Sequence[float], batch: int = 1, max_fraction: flo
     if not 0 < max_fraction < 1:
         raise ParameterError("max_fraction", max_fraction, "a fraction in (0, 1)")
     ys = [math.nan if t is None else float(t) for t in times]
-    means = [mean_ci(ys[i : i + batch]).mean for i in range(0, len(ys) - batch + 1, batch)]
+    means = [_mean(ys[i : i + batch]) for i in range(0, len(ys) - batch + 1, batch)]
     k = len(means)
     if k < 4:
         return 0
@@ -65,6 +65,11 @@ def steady_state_start(times: Sequence[float], batch: int = 1, max_fraction: flo
         if score < best:
             best_d, best = d, score
     return best_d * batch
+
+
+def _mean(xs: Sequence[float]) -> float:
+    vals = [x for x in xs if not math.isnan(x)]
+    return math.fsum(vals) / len(vals) if vals else math.nan
 
 
 @dataclass(frozen=True)
@@ -126,8 +131,7 @@ class Compared:
         return (self.a,) if self.b is None else (self.a, self.b)
 
     @property
-    def null(self) -> float | None:
-        """The value meaning "no difference" (None for a lone throughput)."""
+    def null(self) -> float | None:  # the value meaning "no difference"
         return {"throughput": None, "speedup": 1.0, "overhead": 0.0}[self.kind]
 
     def estimate(self, samples: Samples) -> Estimate:
@@ -156,8 +160,7 @@ def overhead(with_: Hashable, without: Hashable, name: str = "") -> Compared:  #
 
 
 def precise(compared: Compared, samples: Samples, target: Target) -> bool:
-    """The stopping rule for one quantity: at least ``min_repeats`` values behind it and
-    its 95% half-width within ``target.rel_ci``."""
+    """The stopping rule: >= ``min_repeats`` values and a half-width within ``rel_ci``."""
     est = compared.estimate(samples)
     return est.n >= target.min_repeats and compared.relative_ci(est) <= target.rel_ci
 
@@ -247,13 +250,10 @@ class Interleaver:
     def elapsed(self) -> float:
         return 0.0 if self._started is None else self.clock() - self._started
 
-    def pending(self) -> list[Compared]:
-        return [c for c in self.compared if not precise(c, self.samples, self.target)]
-
     def __iter__(self) -> Iterator[Hashable]:
         self._started = self.clock() if self._started is None else self._started
         while True:
-            open_ = self.pending()
+            open_ = [c for c in self.compared if not precise(c, self.samples, self.target)]
             if not open_:
                 self.reason = "precise"
                 return
