@@ -92,10 +92,11 @@ def run_protocol(
     Args:
         points: the points (dicts), e.g. lab.experiments.grid(...).
         run_one: runs one point and returns its RunResult (as lab.experiments.run_point
-            does) or its run directory; a failed run (``ok`` False, or an exception that
-            is a LabError/OSError) is recorded as a missing value.
+            does) or its run directory; a failed run (``ok`` False, or a LabError other
+            than ParameterError, or an OSError) is recorded as a missing value.
         compared: the quantities, naming points by key (protocol.throughput/speedup/
-            overhead); default: the throughput of every point.
+            overhead); default: the throughput of every point. Points run in the order
+            they first appear here, rotated each round.
         target: the stopping rule (precision, budget seconds, repeats).
         keys: a name per point (default: its index 0, 1, ...).
         measure: ``"total"`` (sum over ranks) or ``"per_rank"`` throughput per run.
@@ -128,6 +129,8 @@ def run_protocol(
         started = clock()
         try:
             outcome = run_one(by_key[key])
+        except ParameterError:
+            raise  # bad input is the caller's to fix, not a run that failed
         except (LabError, OSError) as exc:
             log.warning("point %r failed: %s", key, exc)
             outcome = None

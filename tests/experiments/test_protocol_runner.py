@@ -117,6 +117,12 @@ def test_bad_arguments_fail_before_any_run() -> None:
     with pytest.raises(ParameterError):
         run_protocol([{}], never, [speedup(0, 7)])
 
+    def bad_point(point: dict) -> None:
+        raise ParameterError("model", "nope", "tiny_cnn, small_cnn")
+
+    with pytest.raises(ParameterError, match="model"):
+        run_protocol([{}], bad_point)
+
 
 @pytest.mark.slow
 def test_real_tiny_runs_within_a_tiny_budget(tmp_path: Path) -> None:
