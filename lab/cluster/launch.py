@@ -124,7 +124,8 @@ def launch(
             ssh_options=ssh_opts,
             manifest=_manifest_fields(job, launcher, up, slots),
         )
-        result = supervisor.run()
+        with _host_sampling(up, run_dir):
+            result = supervisor.run()
     if check and not result.ok:
         err = RanksFailed(list(result.failures), str(run_dir), result.reason, result.exit_code)
         err.result = result  # type: ignore[attr-defined]
@@ -186,6 +187,15 @@ def _hosts_up(cluster: Cluster, sshd: bool = False) -> Iterator[Cluster]:
         yield up
 
 
+def _host_sampling(cluster: Cluster, run_dir: os.PathLike[str]) -> Any:
+    """Emulated hosts' CPU use and throttling, sampled into the run directory."""
+    if not cluster.emulated:
+        return contextlib.nullcontext()
+    from lab.cluster.emulation import hoststats
+
+    return hoststats.sampling(cluster, run_dir)
+
+
 def _in_namespace(spec: ProcessSpec) -> ProcessSpec:
     """A spec for an emulated host runs inside its namespace and cgroup."""
     if spec.host.namespace is None:
@@ -222,6 +232,7 @@ def _manifest_fields(job: Job, launcher: str, cluster: Cluster, slots: Sequence[
             "name": cluster.name,
             "emulated": cluster.emulated,
             "hosts": [dataclasses.asdict(h) for h in cluster.hosts],
+            "emulation": cluster.extra.get("emulation"),  # cgroups, links, fair settings
         },
         "slots": [{"rank": s.rank, "host": s.host.name, "local_rank": s.local_rank} for s in slots],
         "launched_by": {"argv": list(sys.argv), "pid": os.getpid(), "cwd": os.getcwd()},
