@@ -10,12 +10,13 @@ Fig 15 claims EasyScale-heter keeps more devices busy than EasyScale-homo.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 import pandas as pd
 
 from lab.errors import NothingMeasured
 from lab.experiments.easyscale.published_trace import EASYSCALE_SC23, published_ratios
-from lab.experiments.verdicts import Status, Verdict
+from lab.experiments.verdicts import Status, Verdict, save_verdict
 
 # Ratios within this band of 1 are too close to call.
 TIE_BAND = 0.05
@@ -111,3 +112,13 @@ def fig15_verdict(allocations: Mapping[str, pd.DataFrame], scale: str, hardware:
         why=f"Time-averaged devices allocated until {until:.0f} s: heter {a:.1f}, homo {b:.1f}; "
         "the paper shows the curves, no number.",
     )
+
+
+def save_verdicts(verdicts: list[Verdict], directory: str | Path) -> list[Path]:
+    """Save each verdict in its own sub-folder of ``directory`` (several share a figure)."""
+    out = []
+    for i, v in enumerate(verdicts, start=1):
+        out.append(
+            save_verdict(v, Path(directory) / f"{i:02d}-{v.figure.lower().replace(' ', '')}")
+        )
+    return out
