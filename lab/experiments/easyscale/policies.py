@@ -8,7 +8,8 @@ job's ESTs are spread over its devices, and so its step time, is ``Speed``'s bus
 - ``YarnCS``: FIFO; a job gets one device of its preferred type per EST, all at once, or
   waits — and so does everything behind it; a started job keeps its devices, no more.
 - ``EasyScale(heterogeneous=False)``: jobs are elastic, so every instant re-plans all of
-  them: in FIFO order each job gets one device (the fastest left, holding all its ESTs);
+  them: in FIFO order each job gets one device, holding all its ESTs, of the type on
+  which what is left would run it fastest;
   then, while devices are left, the job whose next devices add the most throughput per
   added device (relative to what such a device alone gives the job) grows, as long as that
   gain is at least ``min_gain``; one device type per job. A job may so shrink to let a
@@ -178,6 +179,7 @@ class EasyScale:
             start = min(
                 left,
                 key=lambda t, j=job: (
+                    -speed.samples_per_second(j, {t: min(left[t], j.ests)}),
                     speed.step_seconds(j, {t: 1}),
                     t not in j.counts,
                     t != j.preferred,
@@ -187,32 +189,42 @@ class EasyScale:
             out[job.name] = {start: 1}
             _take(left, start, 1)
         by_name = {j.name: j for j in order}
+        options: dict[str, list[tuple[float, float, str, int]]] = {}
         while left:
             # (gain per device, added samples/s, -FIFO rank, type, devices): the best first
             best: tuple[float, float, int, str, int] | None = None
             for rank, name in enumerate(out):
-                job, counts = by_name[name], out[name]
-                room = job.ests - sum(counts.values())
-                if room <= 0:
-                    continue
-                now = speed.samples_per_second(job, counts)
-                for t in self._types(job, counts, left):
-                    alone = speed.device_alone(job, t)
-                    for m in range(1, min(left[t], room) + 1):
-                        grown = {**counts, t: counts.get(t, 0) + m}
-                        added = speed.samples_per_second(job, grown) - now
-                        gain = round(added / (m * alone), 9)
-                        option = (gain, round(added, 9), -rank, t, m)
-                        if gain >= self.min_gain and (best is None or option[:3] > best[:3]):
-                            best = option
+                if name not in options:  # a job's options change only when it grows
+                    options[name] = self._options(by_name[name], out[name], left, speed)
+                for gain, added, t, m in options[name]:
+                    if left.get(t, 0) >= m:  # the job's best option that still fits
+                        if best is None or (gain, added, -rank) > best[:3]:
+                            best = (gain, added, -rank, t, m)
+                        break
             if best is None:
                 break
             _, _, rank, t, m = best
-            rank = -rank
-            name = list(out)[rank]
+            name = list(out)[-rank]
             out[name][t] = out[name].get(t, 0) + m
             _take(left, t, m)
+            del options[name]
         return out
+
+    def _options(
+        self, job: JobView, counts: Counts, left: Mapping[str, int], speed: Speed
+    ) -> list[tuple[float, float, str, int]]:
+        """The job's ways to grow by m devices of one type that are worth it, best first."""
+        room = job.ests - sum(counts.values())
+        now = speed.samples_per_second(job, counts)
+        found = []
+        for t in self._types(job, counts, left):
+            alone = speed.device_alone(job, t)
+            for m in range(1, min(left[t], room) + 1):
+                added = speed.samples_per_second(job, {**counts, t: counts.get(t, 0) + m}) - now
+                gain = round(added / (m * alone), 9)
+                if gain >= self.min_gain:
+                    found.append((gain, round(added, 9), t, m))
+        return sorted(found, key=lambda o: (-o[0], -o[1], o[2], o[3]))
 
     def _types(self, job: JobView, counts: Mapping[str, int], left: Mapping[str, int]) -> list[str]:
         held = [t for t, n in counts.items() if n > 0]

@@ -37,7 +37,8 @@ class SimResult:
     Attributes:
         policy: the policy's label.
         jobs: one row per job: name, workload, ests, submit, start, finish, jct, restarts,
-            max_devices, device_types (types it ever held).
+            max_devices, device_types (types it ever held), mixed_instants (scheduling
+            instants at which it held more than one type).
         allocation: devices held per type after each scheduling instant: time,
             device_type, devices.
     """
@@ -68,7 +69,7 @@ def simulate(
     policy: str | Policy = "easyscale-heter",
     interval_s: float = 60.0,
     restart_s: float = 0.0,
-    max_instants: int = 1_000_000,
+    max_instants: int = 100_000,
 ) -> SimResult:
     """Replay ``trace`` on ``cluster`` under ``policy``.
 
@@ -106,6 +107,7 @@ def simulate(
     finish: dict[str, float] = {}
     restarts = dict.fromkeys(views, 0)
     widest = dict.fromkeys(views, 0)
+    mixed = dict.fromkeys(views, 0)
     types_held: dict[str, set[str]] = {n: set() for n in views}
     holding: dict[str, dict[str, int]] = {}
     alloc_rows: list[tuple[float, str, int]] = []
@@ -140,6 +142,7 @@ def simulate(
                 start.setdefault(name, now)
             widest[name] = max(widest[name], sum(counts.values()))
             types_held[name] |= set(counts)
+            mixed[name] += len(counts) > 1
             pause = restart_s if changed else 0.0
             step = speed.step_seconds(views[name], counts)
             possible = (interval_s - pause) / step
@@ -165,6 +168,7 @@ def simulate(
                 "restarts": restarts[n],
                 "max_devices": widest[n],
                 "device_types": "+".join(sorted(types_held[n])),
+                "mixed_instants": mixed[n],
             }
             for n, v in views.items()
         ]

@@ -205,19 +205,30 @@ def measure(
     return sweep.run(rerun=rerun)
 
 
-def step_seconds(run_dir: str | os.PathLike[str]) -> float:
-    """Mean seconds of a run's timed steps (the mean, not the median: a CPU quota throttles
-    within 100 ms periods, so only a mean over many steps gives the share)."""
+def step_seconds(run_dir: str | os.PathLike[str], window_s: float = 0.3) -> float:
+    """Seconds per timed step of a run: the median over consecutive windows of at least
+    ``window_s`` of each window's mean. A window's mean, not one step's time, because a CPU
+    quota throttles within 100 ms periods; the median of windows, because other work on a
+    shared machine comes in bursts."""
+    import numpy as np
+
     from lab.metrics import load_run
 
     records = load_run(run_dir)
-    timed = ~records.get("warmup", pd.Series(False, index=records.index)).astype("boolean").fillna(
-        False
-    )
-    steps = records[(records["kind"] == "step") & timed.astype(bool)]
-    if steps.empty:
+    warm = records.get("warmup", pd.Series(False, index=records.index))
+    timed = ~warm.astype("boolean").fillna(False).astype(bool)
+    seconds = records.loc[(records["kind"] == "step") & timed, "seconds"].astype(float)
+    if seconds.empty:
         return float("nan")
-    return float(steps["seconds"].astype(float).mean())
+    means, total, n = [], 0.0, 0
+    for s in seconds:
+        total, n = total + s, n + 1
+        if total >= window_s:
+            means.append(total / n)
+            total, n = 0.0, 0
+    if not means:  # the whole run is shorter than one window
+        return float(seconds.mean())
+    return float(np.median(means))
 
 
 def standin_table(

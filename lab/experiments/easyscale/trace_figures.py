@@ -100,7 +100,7 @@ def allocation_over_time(
             go.Scatter(
                 x=one["time"],
                 y=one["devices"],
-                name=f"{policy} {LAB_NAME[3:]}",
+                name=f"{policy} (lab, simulated)",
                 mode="lines",
                 line_shape="hv",
             )
