@@ -9,14 +9,13 @@ Fig 15 claims EasyScale-heter keeps more devices busy than EasyScale-homo.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
 from lab.errors import NothingMeasured
 from lab.experiments.easyscale.published_trace import EASYSCALE_SC23, published_ratios
-from lab.experiments.verdicts import Status, Verdict, save_verdict
+from lab.experiments.verdicts import Status, Verdict
 
 # Ratios within this band of 1 are too close to call.
 TIE_BAND = 0.05
@@ -53,7 +52,9 @@ def ratio_table(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def fig14_verdicts(summary: pd.DataFrame, scale: str, hardware: str) -> list[Verdict]:
+def fig14_verdicts(
+    summary: pd.DataFrame, scale: str, hardware: str, runs: Sequence[str] = ()
+) -> list[Verdict]:
     """One verdict per published ratio (YARN-CS/heter and homo/heter, JCT and makespan)."""
     table = ratio_table(summary)
     if table.empty or not table["lab"].notna().all():
@@ -76,6 +77,7 @@ def fig14_verdicts(summary: pd.DataFrame, scale: str, hardware: str) -> list[Ver
                 hardware=hardware,
                 why=f"Lab ratio {r.lab:.2f}× vs published {r.published:.2f}×: the direction is "
                 "judged; the size depends on the trace and the device speeds.",
+                runs=tuple(str(x) for x in runs),
             )
         )
     return out
@@ -89,7 +91,9 @@ def mean_allocated(allocation: pd.DataFrame, until: float | None = None) -> floa
     return float(total.mean()) if len(total) else float("nan")
 
 
-def fig15_verdict(allocations: Mapping[str, pd.DataFrame], scale: str, hardware: str) -> Verdict:
+def fig15_verdict(
+    allocations: Mapping[str, pd.DataFrame], scale: str, hardware: str, runs: Sequence[str] = ()
+) -> Verdict:
     """Heter vs homo devices allocated, averaged over the time both still run jobs."""
     try:
         homo, heter = allocations["EasyScale-homo"], allocations["EasyScale-heter"]
@@ -111,14 +115,5 @@ def fig15_verdict(allocations: Mapping[str, pd.DataFrame], scale: str, hardware:
         hardware=hardware,
         why=f"Time-averaged devices allocated until {until:.0f} s: heter {a:.1f}, homo {b:.1f}; "
         "the paper shows the curves, no number.",
+        runs=tuple(str(x) for x in runs),
     )
-
-
-def save_verdicts(verdicts: list[Verdict], directory: str | Path) -> list[Path]:
-    """Save each verdict in its own sub-folder of ``directory`` (several share a figure)."""
-    out = []
-    for i, v in enumerate(verdicts, start=1):
-        out.append(
-            save_verdict(v, Path(directory) / f"{i:02d}-{v.figure.lower().replace(' ', '')}")
-        )
-    return out

@@ -169,10 +169,10 @@ def test_a_bad_interval_is_refused() -> None:
         simulate(trace, table, PAPER_CLUSTER, interval_s=0)
 
 
-def test_verdicts_are_saved_one_folder_each(simulated, tmp_path: Path) -> None:
-    from lab.experiments.easyscale.trace_verdict import save_verdicts
+def test_fig14_claims_are_saved_as_one_figure(simulated, tmp_path: Path) -> None:
+    from lab.experiments import conclude
 
     summary, _ = simulated
-    paths = save_verdicts(fig14_verdicts(summary, "smoke", "x"), tmp_path)
-    assert len({p.parent for p in paths}) == 4
-    assert json.loads(paths[0].read_text())["figure"] == "Fig 14"
+    conclude(fig14_verdicts(summary, "smoke", "x", runs=["r"]), "easyscale", results=tmp_path)
+    saved = json.loads((tmp_path / "verdicts" / "easyscale" / "fig_14.json").read_text())
+    assert saved["figure"] == "Fig 14" and len(saved["claims"]) == 4
