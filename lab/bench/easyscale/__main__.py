@@ -48,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--num-classes", type=int, default=10)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--digest", action="store_true", help="hash the parameters every step")
     p.add_argument("--save", default="", help="checkpoint directory to write at the end")
     p.add_argument("--resume", default="", help="checkpoint directory to start from")
     return p
@@ -88,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
-    settings = determinism.configure_torch(device, d1)
+    settings = determinism.configure_torch(determinism.effective_device(device, d2), d1)
     _init_dist(rank, world)
     emit(
         "header",

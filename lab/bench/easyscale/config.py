@@ -101,6 +101,7 @@ class Config:
     devices: tuple[DeviceSpec, ...] = (DeviceSpec(),)
     reduce: str = "canonical"
     switch: bool = True
+    digest: bool = False
     model: str = "bn_cnn"
     steps: int = 5
     start_step: int = 0
@@ -182,6 +183,8 @@ class Config:
             out.append(f"--placement={self.placement}")
         if not self.switch:
             out.append("--no-switch")
+        if self.digest:
+            out.append("--digest")
         if self.save:
             out.append(f"--save={self.save}")
         if self.resume:

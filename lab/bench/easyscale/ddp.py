@@ -53,4 +53,13 @@ def run_ddp(cfg: Config, rank: int) -> None:
             seconds=end - began,
             compute=end - t1,
         )
-        emit("step", rank=rank, step=step, samples=cfg.batch_size, seconds=end - began, ests=1)
+        digest = {"params_digest": sync.params_digest(model.parameters())} if cfg.digest else {}
+        emit(
+            "step",
+            rank=rank,
+            step=step,
+            samples=cfg.batch_size,
+            seconds=end - began,
+            ests=1,
+            **digest,
+        )

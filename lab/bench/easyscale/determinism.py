@@ -1,13 +1,17 @@
 """Determinism levels and device types as process settings.
 
 D0 keeps each EST's state apart (elasticity only). D1 adds deterministic kernels
-(``torch.use_deterministic_algorithms``, a fixed thread count per device type, one inter-op
-thread) and a gradient sum in EST-index order. D2 makes every device type compute the same
-bits: measured on this lab's CPU model, oneDNN capped at AVX2 with MKL's conditional
-numerical reproducibility (``MKL_CBWR=AVX2,STRICT``) makes 1- and 2-thread processes agree,
-but ATen's own vectorised kernels still differ between AVX2 and AVX-512, so D2 pins
-``ATEN_CPU_CAPABILITY=avx2`` as well. These variables are read when torch loads its
-libraries, so ``process_env`` is applied before ``import torch``.
+(``torch.use_deterministic_algorithms``, the device type's fixed intra-op thread count, one
+inter-op thread) and a gradient sum in EST-index order. D2 makes every device type compute
+the same bits. What that takes was measured on this lab's CPU (AMD EPYC, AVX-512, torch
+2.13): on a small CNN with biased convolutions, oneDNN capped at AVX2 with
+``MKL_CBWR=AVX2,STRICT`` made 1- and 2-thread processes agree; on ``bn_cnn`` (bias-free
+convolutions, BatchNorm) it does not: the 2-thread gradients differ in every parameter, and
+ATen's vectorised kernels differ between AVX2 and AVX-512 too. So D2 here pins all three
+ISA settings to AVX2 and the intra-op threads to 1, whatever the device type: the CPU
+counterpart of forcing one kernel choice on every GPU model, and it costs speed. These
+variables are read when torch loads its libraries, so ``process_env`` is applied before
+``import torch``.
 """
 
 from __future__ import annotations
@@ -28,8 +32,14 @@ _ISA_ENV = {
 _ALL_KEYS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR")
 
 
+def effective_device(device: DeviceSpec, d2: bool) -> DeviceSpec:
+    """The settings a process of this device type runs with: D2 overrides threads and ISA."""
+    return DeviceSpec(device.name, 1, "avx2") if d2 else device
+
+
 def process_env(device: DeviceSpec, d2: bool) -> dict[str, str]:
-    """The variables that make this process the given device type (D2 overrides its ISA)."""
+    """The variables that make this process the given device type at this level."""
+    device = effective_device(device, d2)
     env = dict(D2_ENV) if d2 else dict(_ISA_ENV[device.isa])
     env["OMP_NUM_THREADS"] = str(device.threads)
     return env

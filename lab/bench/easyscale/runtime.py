@@ -93,6 +93,7 @@ def run_est(cfg: Config, rank: int) -> None:
         sync.scatter_into(total, params)
         opt.step()
         t6 = time.perf_counter()
+        digest = {"params_digest": sync.params_digest(params)} if cfg.digest else {}
         emit(
             "step",
             rank=rank,
@@ -101,6 +102,7 @@ def run_est(cfg: Config, rank: int) -> None:
             seconds=t6 - began,
             sync_seconds=t6 - t5,
             ests=len(contexts),
+            **digest,
         )
     if cfg.save:
         if rank == 0:

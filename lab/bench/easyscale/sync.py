@@ -11,7 +11,7 @@ placement compute the same bits.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 
@@ -81,3 +81,13 @@ def canonical_hook(state, bucket):  # type: ignore[no-untyped-def]
     fut: Any = torch.futures.Future()
     fut.set_result(canonical_sum(parts, len(parts)))
     return fut
+
+
+def params_digest(params: Iterable[Any]) -> str:
+    """A short hash of the parameters' bits: two workers agree on it only if every bit does."""
+    import hashlib
+
+    h = hashlib.sha1()
+    for p in params:
+        h.update(p.detach().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]

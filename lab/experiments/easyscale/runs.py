@@ -139,3 +139,19 @@ def est_losses(run_dirs: str | Path | Sequence[str | Path]) -> pd.DataFrame:
     out["est"] = out["est"].astype(int)
     out["step"] = out["step"].astype(int)
     return out.sort_values(["step", "est"]).reset_index(drop=True)
+
+
+def step_digests(run_dirs: str | Path | Sequence[str | Path]) -> pd.Series:
+    """The parameters' digest after each mini-batch (runs made with ``digest=True``),
+    indexed by step; ValueError when ranks of one step disagree or no digest was recorded."""
+    from lab.metrics.store import load_run
+
+    dirs = [run_dirs] if isinstance(run_dirs, str | Path) else list(run_dirs)
+    frames = [load_run(d) for d in dirs]
+    steps = pd.concat([f[f["kind"] == "step"] for f in frames], ignore_index=True)
+    if "params_digest" not in steps.columns or steps["params_digest"].isna().all():
+        raise ValueError(f"no parameter digests in {[str(d) for d in dirs]}")
+    per_step = steps.groupby(steps["step"].astype(int))["params_digest"]
+    if (per_step.nunique() > 1).any():
+        raise ValueError("processes of one step hold different parameters")
+    return per_step.first()
