@@ -61,6 +61,26 @@ def config_from_args(ns: argparse.Namespace, processes: int) -> Config:
     return Config(processes=processes, devices=devices, **fields).checked()
 
 
+def memory_bytes() -> dict[str, int]:
+    """This process's peak resident set (VmHWM) and proportional set size (PSS): PSS
+    splits shared pages (the torch libraries) among the processes that map them, so N packed
+    processes and one process with N ESTs can be compared by their sum."""
+    out = {}
+    for path, key, name in (
+        ("/proc/self/status", "VmHWM:", "rss_peak_bytes"),
+        ("/proc/self/smaps_rollup", "Pss:", "pss_bytes"),
+    ):
+        try:
+            with open(path) as fh:
+                for line in fh:
+                    if line.startswith(key):
+                        out[name] = int(line.split()[1]) * 1024
+                        break
+        except OSError:
+            continue
+    return out
+
+
 def _init_dist(rank: int, world: int) -> None:
     import torch.distributed as dist
 
@@ -121,7 +141,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from lab.bench.easyscale.runtime import run_est
 
         run_est(cfg, rank)
-    emit("summary", rank=rank, seconds=time.perf_counter() - began, steps=cfg.steps)
+    emit(
+        "summary",
+        rank=rank,
+        seconds=time.perf_counter() - began,
+        steps=cfg.steps,
+        **memory_bytes(),
+    )
     dist.destroy_process_group()
     return 0
 

@@ -155,3 +155,27 @@ def step_digests(run_dirs: str | Path | Sequence[str | Path]) -> pd.Series:
     if (per_step.nunique() > 1).any():
         raise ValueError("processes of one step hold different parameters")
     return per_step.first()
+
+
+def hardware() -> str:
+    """Where the lab measured: this machine's CPU model and core count."""
+    import os
+    import platform
+
+    name = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            name = next(
+                (ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), name
+            )
+    except OSError:
+        pass
+    return f"{name}, {os.cpu_count()} cores, CPU device types (lab)"
+
+
+def save(verdict: Any) -> Path:
+    """Save a verdict beside the lab's other results (results/verdicts/easyscale/)."""
+    from lab.experiments.verdicts import save_verdict
+    from lab.metrics.store import results_root
+
+    return save_verdict(verdict, results_root() / "verdicts" / "easyscale")
