@@ -14,6 +14,7 @@ import pytest
 from lab.bench.easyscale.config import Config
 from lab.errors import ParameterError
 from lab.experiments.easyscale.runs import est_losses, launch_stage, step_digests
+from lab.experiments.easyscale.throughput_table import COLUMNS, throughput_table
 
 pytestmark = pytest.mark.slow
 
@@ -78,6 +79,11 @@ def test_a_checkpoint_taken_mid_run_restores_to_the_identical_next_loss(root: Pa
     rows, losses, params = same_bits([whole], [first, rest])
     assert rows == 6 and losses and params
     assert set(est_losses(rest)["step"]) == {1, 2}
+    # the same runs feed the trace simulator's table of step times
+    table = throughput_table([whole, first, rest])
+    assert table[COLUMNS].values.tolist()[0][:3] == ["bn_cnn", "fast", 2]
+    assert len(table) == 1 and table["step_seconds"].iloc[0] > 0
+    assert table["samples"].iloc[0] == 2 + 0 + 1  # steps after each process's first
 
 
 @pytest.mark.parametrize(
