@@ -38,7 +38,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--level", default="D1", help=", ".join(LEVELS))
     p.add_argument("--devices", default="cpu:1:native", help="NAME:THREADS:ISA per process")
     p.add_argument("--reduce", default="canonical", help="DDP: canonical or vanilla")
-    p.add_argument("--no-switch", dest="switch", action="store_false", help="skip switching")
+    p.add_argument(
+        "--no-switch",
+        dest="switch",
+        action="store_false",
+        help="timing only: ESTs share one context",
+    )
     p.add_argument("--model", default="bn_cnn")
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--start-step", type=int, default=0)

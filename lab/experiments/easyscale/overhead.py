@@ -231,3 +231,17 @@ def levels_verdict(table: pd.DataFrame, scale: str, hardware: str) -> Verdict:
         + ", ".join(f"{d}: {v:.2f}×" for d, v in t["D1+D2"].items())
         + ".",
     )
+
+
+def microbench(
+    ests: int = 4,
+    steps: int = 20,
+    repeats: int = 2,
+    base: dict[str, Any] | None = None,
+    view: Any = None,
+) -> dict[str, float]:
+    """The EST micro-benchmark for ``make bench``: µs per context switch (``switch_us``,
+    RNG states and buffers out and in), µs per gradient copy, and the per-step overhead of
+    ESTs against switching off and against plain gradient accumulation (fractions)."""
+    base = base or {"batch_size": 16, "image_size": 16, "dataset_size": 512}
+    return switching_table(run_switching(ests, steps, base, repeats=repeats, view=view))
