@@ -91,13 +91,14 @@ def test_fig12_verdict_and_figure() -> None:
 
 def test_fig11_verdict_and_figure() -> None:
     numbers = {
-        "switch_overhead": 0.004,
+        "switch_share": 0.004,
+        "switch_overhead": -0.01,
         "switch_us": 120.0,
         "saving_other_ests": 0.2,
         "saving_last_est": 0.05,
     }
     assert overhead.switching_verdict(numbers, "smoke", "t").status is Status.REPRODUCED
-    numbers["switch_overhead"] = 0.08
+    numbers["switch_share"] = 0.08
     assert overhead.switching_verdict(numbers, "smoke", "t").status is Status.NOT_REPRODUCED
     assert isinstance(overhead.switching_figure(numbers), go.Figure)
 

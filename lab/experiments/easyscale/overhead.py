@@ -36,7 +36,9 @@ def run_switching(
     view: Any = "auto",
 ) -> pd.DataFrame:
     """One process, ``ests`` ESTs: switching on, off, plain accumulation, and DDP (1 rank),
-    alternating in order over the repeats. Returns the run directories by variant."""
+    alternating in order over the repeats. Returns the run directories by variant. The
+    default device type has one thread: a multi-threaded process on a shared machine times
+    its thread pool's waits more than the ESTs."""
     variants = {
         "switch on": Config(ests=ests, steps=steps, **base),
         "switch off": Config(ests=ests, steps=steps, switch=False, **base),
@@ -73,12 +75,22 @@ def switching_table(runs: pd.DataFrame, warmup: int = 1) -> dict[str, float]:
     if not est_rows or any(v not in steps for v in ("switch on", "switch off", "plain")):
         raise ValueError("a variant of the switching runs measured nothing")
     ev = pd.concat(est_rows)
-    mean = {k: sum(v) / len(v) for k, v in steps.items()}
+    mean = {k: float(pd.Series(v).median()) for k, v in steps.items()}  # robust to a busy host
     last = ev["est"] == ev["est"].max()
     switch = (ev["switch_in"] + ev["switch_out"]).astype(float)
+    per_step = ev.assign(sw=switch).groupby(["run_id", "step"])["sw"].sum()
+    on_steps = pd.concat(
+        [
+            _records(r).query("kind == 'step'").set_index(["run_id", "step"])["seconds"]
+            for r in runs.loc[runs["variant"] == "switch on", "run"]
+        ]
+    ).astype(float)
     out = {
-        "switch_us": float(switch.mean() * 1e6),
-        "grad_copy_us": float(ev["grad_copy"].astype(float).mean() * 1e6),
+        # the share of each step spent switching, from the same step's own timings: robust
+        # where the on/off comparison of separate runs drowns in a busy host's noise
+        "switch_share": float((per_step / on_steps.reindex(per_step.index)).median()),
+        "switch_us": float(switch.median() * 1e6),
+        "grad_copy_us": float(ev["grad_copy"].astype(float).median() * 1e6),
         "step_s_switch_on": mean["switch on"],
         "step_s_switch_off": mean["switch off"],
         "step_s_plain": mean["plain"],
@@ -88,8 +100,8 @@ def switching_table(runs: pd.DataFrame, warmup: int = 1) -> dict[str, float]:
     if "DDP step" in mean:
         ddp = mean["DDP step"]
         out["ddp_step_s"] = ddp
-        out["saving_other_ests"] = 1 - float(ev.loc[~last, "seconds"].astype(float).mean()) / ddp
-        last_time = (ev.loc[last, "seconds"] + ev.loc[last, "sync"]).astype(float).mean()
+        out["saving_other_ests"] = 1 - float(ev.loc[~last, "seconds"].astype(float).median()) / ddp
+        last_time = (ev.loc[last, "seconds"] + ev.loc[last, "sync"]).astype(float).median()
         out["saving_last_est"] = 1 - float(last_time) / ddp
     return out
 
@@ -116,7 +128,7 @@ def run_levels(
 
 
 def levels_table(runs: pd.DataFrame, baseline: str = "D0", warmup: int = 1) -> pd.DataFrame:
-    """Mean step time per device type and level, and its ratio to ``baseline``."""
+    """Median step time per device type and level, and its ratio to ``baseline``."""
     rows = []
     for _, row in runs.iterrows():
         st = _records(row["run"])
@@ -126,7 +138,7 @@ def levels_table(runs: pd.DataFrame, baseline: str = "D0", warmup: int = 1) -> p
         ]
     if not rows:
         raise ValueError("no timed step in the level runs")
-    t = pd.DataFrame(rows).groupby(["device_type", "level"])["s"].mean().rename("step_seconds")
+    t = pd.DataFrame(rows).groupby(["device_type", "level"])["s"].median().rename("step_seconds")
     t = t.reset_index()
     base = t[t["level"] == baseline].set_index("device_type")["step_seconds"]
     t["relative_time"] = t["step_seconds"] / t["device_type"].map(base)
@@ -159,8 +171,8 @@ def levels_figure(table: pd.DataFrame, hardware: str = "") -> go.Figure:
 
 def switching_figure(numbers: dict[str, float], hardware: str = "") -> go.Figure:
     """Figs 11 and 13: the lab's overhead and savings beside the published ones."""
-    names = ["switch_overhead", "saving_other_ests", "saving_last_est"]
-    labels = ["context switching on vs off", "ESTs 0..N-2 vs DDP step", "last EST (syncs)"]
+    names = ["switch_share", "saving_other_ests", "saving_last_est"]
+    labels = ["share of a step switching", "ESTs 0..N-2 vs DDP step", "last EST (syncs)"]
     pub = [
         published.value("Fig 11", system="EasyScale").value,
         published.value("Fig 13", setting="ESTs 0-6").value,
@@ -180,9 +192,10 @@ def switching_figure(numbers: dict[str, float], hardware: str = "") -> go.Figure
 def switching_verdict(
     numbers: dict[str, float], scale: str, hardware: str, tolerance: float = 0.02
 ) -> Verdict:
-    """Context switching is cheap: REPRODUCED when on-vs-off stays within ``tolerance``."""
+    """Context switching is cheap: REPRODUCED when the share of a step spent switching
+    (measured inside each step) stays within ``tolerance``."""
     ref = published.value("Fig 11", system="EasyScale")
-    lab = numbers["switch_overhead"]
+    lab = numbers["switch_share"]
     ok = lab <= tolerance
     return Verdict(
         paper=published.EASYSCALE_SC23,
@@ -195,8 +208,9 @@ def switching_verdict(
         unit="fraction of a step",
         scale=scale,
         hardware=hardware,
-        why=f"{numbers['switch_us']:.0f} µs per switch; overhead "
-        f"{'within' if ok else 'above'} {tolerance:.0%} of a step with switching off.",
+        why=f"{numbers['switch_us']:.0f} µs per switch (out and in); switching takes "
+        f"{'within' if ok else 'more than'} {tolerance:.0%} of a step (on vs off in separate "
+        f"runs: {numbers['switch_overhead']:+.1%}).",
     )
 
 
