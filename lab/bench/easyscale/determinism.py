@@ -58,6 +58,22 @@ def apply_env(env: dict[str, str]) -> None:
     os.environ.update(env)
 
 
+def deterministic_kernels(torch: Any) -> None:
+    """Turn on deterministic eager kernels.
+
+    ``torch.use_deterministic_algorithms`` also sets the flag of torch.compile's code
+    generator, and importing that configuration loads the compiler stack: about 2 s of CPU
+    in every rank, more than importing torch itself. The lab runs eager kernels only, so it
+    sets the kernels' flag alone where torch exposes it (the same call the public function
+    ends with), and falls back to the public function where it does not.
+    """
+    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if setter is None:
+        torch.use_deterministic_algorithms(True)
+    else:
+        setter(True, warn_only=False)
+
+
 def configure_torch(device: DeviceSpec, d1: bool) -> dict[str, Any]:
     """Thread counts and, at D1, deterministic kernels; returns what is now in effect."""
     import torch
@@ -66,7 +82,7 @@ def configure_torch(device: DeviceSpec, d1: bool) -> dict[str, Any]:
     with contextlib.suppress(RuntimeError):  # already set once in this process
         torch.set_num_interop_threads(1)
     if d1:
-        torch.use_deterministic_algorithms(True)
+        deterministic_kernels(torch)
         torch.backends.cudnn.deterministic = True
         torch.backends.cudnn.benchmark = False
     return {
