@@ -115,6 +115,42 @@ FIGURES: tuple[FigureEntry, ...] = (
         "Horovod (MPI), TF MWMS; KungFu where installed",
         "smoke on 1/2/4 emulated hosts (needs root)",
     ),
+    FigureEntry(
+        EASYSCALE,
+        "easyscale",
+        "Fig 9",
+        "accuracy consistency: loss bit for bit equal to DDP across rescaling and device types",
+        "easyscale/fig9_accuracy_consistency.ipynb",
+        "EasyScaleThreads (lab, torch.distributed gloo) vs DDP with a rank-order sum hook",
+        "smoke (CPU device types: thread count, ISA)",
+    ),
+    FigureEntry(
+        EASYSCALE,
+        "easyscale",
+        "Fig 10",
+        "N workers on one device: worker packing vs ESTs, memory and throughput",
+        "easyscale/fig10_gpu_sharing.ipynb",
+        "EasyScaleThreads (lab, torch.distributed gloo); packing as DDP processes",
+        "smoke (CPU memory, PSS, for GPU memory)",
+    ),
+    FigureEntry(
+        EASYSCALE,
+        "easyscale",
+        "Fig 11",
+        "context-switch overhead; EST time vs a DDP step (Fig 13)",
+        "easyscale/fig11_13_est_overhead.ipynb",
+        "EasyScaleThreads (lab, torch.distributed gloo)",
+        "smoke (one CPU process)",
+    ),
+    FigureEntry(
+        EASYSCALE,
+        "easyscale",
+        "Fig 12",
+        "cost of determinism: D1 and D1+D2 vs non-deterministic, per device type",
+        "easyscale/fig12_determinism_cost.ipynb",
+        "EasyScaleThreads (lab, torch.distributed gloo)",
+        "smoke (CPU device types)",
+    ),
 )
 
 

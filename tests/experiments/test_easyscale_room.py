@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from lab.experiments.easyscale import fig9, overhead, published, sharing
+from lab.errors import NothingMeasured, ParameterError
+from lab.experiments import scale_parameters
+from lab.experiments.catalog import FIGURES
+from lab.experiments.easyscale import fig9, overhead, published, runs, sharing
 from lab.experiments.easyscale.runs import EST_LABEL
 from lab.experiments.verdicts import Status
 
@@ -83,7 +88,8 @@ def test_fig12_verdict_and_figure() -> None:
     )
     first = table.groupby("device_type")["step_seconds"].transform("first")
     table["relative_time"] = table["step_seconds"] / first
-    assert overhead.levels_verdict(table, "smoke", "t").status is Status.REPRODUCED
+    got = overhead.levels_verdict(table, "smoke", "t", runs=["r"])
+    assert got.status is Status.REPRODUCED and got.runs == ("r",)
     flipped = table.assign(level=table["level"].replace({"D1": "D1+D2", "D1+D2": "D1"}))
     assert overhead.levels_verdict(flipped, "smoke", "t").status is Status.NOT_REPRODUCED
     assert isinstance(overhead.levels_figure(table), go.Figure)
@@ -96,11 +102,74 @@ def test_fig11_verdict_and_figure() -> None:
         "switch_us": 120.0,
         "saving_other_ests": 0.2,
         "saving_last_est": 0.05,
+        "ddp_step_s": 0.01,
     }
-    assert overhead.switching_verdict(numbers, "smoke", "t").status is Status.REPRODUCED
+    got = overhead.switching_verdict(numbers, "smoke", "t", runs=["r1"])
+    assert got.status is Status.REPRODUCED and got.runs == ("r1",)
     numbers["switch_share"] = 0.08
     assert overhead.switching_verdict(numbers, "smoke", "t").status is Status.NOT_REPRODUCED
-    assert isinstance(overhead.switching_figure(numbers), go.Figure)
+    assert isinstance(overhead.switching_figure(numbers, caption="c"), go.Figure)
+
+
+@pytest.mark.parametrize(
+    ("other", "last", "status"),
+    [
+        (0.2, 0.05, Status.REPRODUCED),  # ESTs cheaper than a DDP step, the syncing one less so
+        (0.2, 0.3, Status.NOT_REPRODUCED),  # the syncing EST cheaper than the others
+        (-0.1, -0.2, Status.NOT_REPRODUCED),  # ESTs dearer than a DDP step
+    ],
+)
+def test_fig13_is_a_claim_of_fig11_computed_from_the_savings(
+    other: float, last: float, status: Status
+) -> None:
+    numbers = {"saving_other_ests": other, "saving_last_est": last, "ddp_step_s": 0.02}
+    got = overhead.est_time_verdict(numbers, "smoke", "t", runs=["r1", "r2"])
+    assert got.status is status and got.figure == "Fig 11" and "Fig 13" in got.claim
+    assert got.lab_value == other and got.runs == ("r1", "r2")
+    assert got.published_value == published.value("Fig 13", setting="ESTs 0-6").value
+    missing = overhead.est_time_verdict({}, "smoke", "t")
+    with pytest.raises(NothingMeasured):
+        runs.measured([got, missing])
+    assert runs.measured(got) is got
+
+
+def test_every_room_verdict_names_a_catalog_figure_of_the_room() -> None:
+    catalog = {f.figure for f in FIGURES if f.room == "easyscale"}
+    made = {
+        fig9.verdict(diff_frame(False, False, True), "smoke", "t").figure,
+        sharing.verdict(pd.DataFrame(columns=["system", "workers"]), "smoke", "t").figure,
+        overhead.est_time_verdict({}, "smoke", "t").figure,
+        overhead.levels_verdict(
+            pd.DataFrame(columns=["device_type", "level", "relative_time"]), "smoke", "t"
+        ).figure,
+        overhead.switching_verdict(
+            {"switch_share": 0, "switch_us": 1, "switch_overhead": 0}, "smoke", "t"
+        ).figure,
+    }
+    assert made <= catalog and {"Fig 9", "Fig 10", "Fig 11", "Fig 12"} <= catalog
+
+
+@pytest.mark.parametrize(
+    "defaults",
+    [fig9.DEFAULTS, sharing.DEFAULTS, overhead.SWITCHING_DEFAULTS, overhead.LEVELS_DEFAULTS],
+)
+def test_scale_defaults_fill_only_what_the_notebook_left_none(defaults: dict) -> None:
+    assert set(defaults["smoke"]) == set(defaults["paper"])
+    unset = dict.fromkeys(defaults["smoke"])
+    assert scale_parameters("smoke", defaults, **unset) == defaults["smoke"]
+    chosen = scale_parameters("paper", defaults, **{**unset, "steps": 7})
+    assert chosen["steps"] == 7 and chosen["base"] == defaults["paper"]["base"]
+    with pytest.raises(ParameterError):
+        scale_parameters("huge", defaults)
+
+
+def test_smoke_defaults_keep_what_the_claims_need() -> None:
+    # Fig 9's claim is about D0, D1 and D1+D2 over all three stages
+    assert {"D0", "D1", "D1+D2"} <= set(fig9.DEFAULTS["smoke"]["levels"])
+    assert fig9.DEFAULTS["smoke"]["steps"] >= 2
+    assert len(sharing.DEFAULTS["smoke"]["workers"]) >= 3  # a slope per system
+    for d in (overhead.SWITCHING_DEFAULTS, overhead.LEVELS_DEFAULTS):
+        assert d["smoke"]["steps"] >= 3  # timed steps after the first
 
 
 def test_fig10_slopes_and_verdict() -> None:
@@ -115,7 +184,8 @@ def test_fig10_slopes_and_verdict() -> None:
     )
     s = sharing.slopes(table)
     assert s[sharing.PACKED] == pytest.approx(0.3) and s[EST_LABEL] == pytest.approx(0.01)
-    assert sharing.verdict(table, "smoke", "t").status is Status.REPRODUCED
+    got = sharing.verdict(table, "smoke", "t", runs=[Path("a"), "b"])
+    assert got.status is Status.REPRODUCED and got.runs == ("a", "b")
     same = table.assign(pss_gib=[0.3, 0.6, 1.2] * 2)
     assert sharing.verdict(same, "smoke", "t").status is Status.NOT_REPRODUCED
     assert isinstance(sharing.figure(table), go.Figure)

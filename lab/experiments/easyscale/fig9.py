@@ -20,9 +20,11 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from lab.bench.easyscale.config import Config
+from lab.errors import NothingMeasured
 from lab.experiments.easyscale import published
 from lab.experiments.easyscale.runs import EST_LABEL, est_losses, launch_stage, step_digests
 from lab.experiments.verdicts import Status, Verdict
+from lab.metrics.figures import add_caption
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,21 @@ STAGES = (
 REFERENCE = {"D0": "DDP homo", "D1": "DDP homo", "D0+D2": "DDP heter", "D1+D2": "DDP heter"}
 DDP_LEVEL = {"DDP homo": "D1", "DDP heter": "D1+D2"}
 ESTS = 4
+# The notebook's parameters per scale (lab.experiments.scale_parameters). At smoke scale
+# two mini-batches per stage and the three levels the claim is about (D0+D2 adds a launch
+# per stage and no claim): 11 launches, each mostly torch's start-up.
+DEFAULTS = {
+    "smoke": {
+        "steps": 2,
+        "levels": ["D0", "D1", "D1+D2"],
+        "base": {"batch_size": 8, "image_size": 16, "dataset_size": 512, "lr": 0.2},
+    },
+    "paper": {
+        "steps": 100,
+        "levels": list(REFERENCE),
+        "base": {"batch_size": 32, "image_size": 32, "dataset_size": 50_000, "lr": 0.1},
+    },
+}
 
 
 def run_fig9(
@@ -79,17 +96,30 @@ def run_fig9(
     return runs
 
 
+def run_dirs(runs: dict[str, list[Path]]) -> list[str]:
+    """Every run directory behind the figure (for the verdict and the caption)."""
+    return [str(p) for dirs in runs.values() for p in dirs]
+
+
 def differences(runs: dict[str, list[Path]], steps: int) -> pd.DataFrame:
     """One row per configuration and mini-batch: the last EST's and the last DDP worker's
-    losses, their difference, and whether the loss bits and the parameters' bits are equal."""
+    losses, their difference, and whether the loss bits and the parameters' bits are equal.
+
+    Raises:
+        NothingMeasured: a run recorded no loss or digest, or no configuration has its
+            reference.
+    """
     rows = []
     for level, reference in REFERENCE.items():
         if level not in runs or reference not in runs:
             continue
-        ours, ref = est_losses(runs[level]), est_losses(runs[reference])
+        try:
+            ours, ref = est_losses(runs[level]), est_losses(runs[reference])
+            same_params = step_digests(runs[level]).eq(step_digests(runs[reference]))
+        except ValueError as e:
+            raise NothingMeasured(f"EasyScale {level} against {reference}: {e}") from e
         ours, ref = ours[ours["est"] == ESTS - 1], ref[ref["est"] == ESTS - 1]
         both = ours.merge(ref, on="step", suffixes=("", "_ddp"))
-        same_params = step_digests(runs[level]).eq(step_digests(runs[reference]))
         for _, r in both.iterrows():
             step = int(r["step"])
             rows.append(
@@ -106,7 +136,7 @@ def differences(runs: dict[str, list[Path]], steps: int) -> pd.DataFrame:
                 }
             )
     if not rows:
-        raise ValueError("no EasyScale configuration with its DDP reference was measured")
+        raise NothingMeasured("no EasyScale configuration with its DDP reference was measured")
     return pd.DataFrame(rows)
 
 
@@ -121,8 +151,9 @@ def stage_table(diff: pd.DataFrame) -> pd.DataFrame:
     ).reset_index()
 
 
-def figure(diff: pd.DataFrame, hardware: str = "") -> go.Figure:
-    """Loss difference (last EST − last DDP worker) per mini-batch, stages shaded."""
+def figure(diff: pd.DataFrame, caption: str | None = None) -> go.Figure:
+    """Loss difference (last EST − last DDP worker) per mini-batch, stages shaded;
+    ``caption`` says where and at which scale (``lab.metrics.figures.runs_caption``)."""
     fig = go.Figure()
     for config, part in diff.groupby("config", sort=False):
         ref = part["reference"].iloc[0]
@@ -137,12 +168,11 @@ def figure(diff: pd.DataFrame, hardware: str = "") -> go.Figure:
         )
         fig.add_annotation(x=i * per, y=1.02, yref="paper", text=stage.name, showarrow=False)
     fig.update_layout(
-        title=f"Fig 9: loss difference to DDP, {EST_LABEL}"
-        + (f" — {hardware}" if hardware else ""),
+        title=f"Fig 9: loss difference to DDP, {EST_LABEL}",
         xaxis_title="mini-batch",
         yaxis_title="loss(last EST) − loss(last DDP worker)",
     )
-    return fig
+    return add_caption(fig, caption)
 
 
 def verdict(diff: pd.DataFrame, scale: str, hardware: str, runs: Sequence[str] = ()) -> Verdict:

@@ -14,11 +14,40 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from lab.bench.easyscale.config import Config
+from lab.errors import NothingMeasured
 from lab.experiments.easyscale import published
 from lab.experiments.easyscale.runs import EST_LABEL, launch_stage
 from lab.experiments.verdicts import Status, Verdict
+from lab.metrics.figures import add_caption
 
 EXPERIMENT = "easyscale-overhead"
+_SMOKE_BASE = {"batch_size": 16, "image_size": 16, "dataset_size": 512}
+_PAPER_BASE = {"batch_size": 32, "image_size": 32, "dataset_size": 50_000}
+# The notebooks' parameters per scale (lab.experiments.scale_parameters). Each variant is a
+# launch of one process, mostly torch's start-up, so smoke runs each once; the step
+# timings inside a run give the medians (the first step is not timed).
+SWITCHING_DEFAULTS = {
+    "smoke": {"ests": 4, "steps": 6, "repeats": 1, "base": _SMOKE_BASE},
+    "paper": {"ests": 8, "steps": 50, "repeats": 3, "base": _PAPER_BASE},
+}
+LEVELS_DEFAULTS = {
+    "smoke": {
+        "devices": ["fast", "slow"],
+        "levels": ["D0", "D1", "D1+D2"],
+        "ests": 2,
+        "steps": 6,
+        "repeats": 1,
+        "base": _SMOKE_BASE,
+    },
+    "paper": {
+        "devices": ["fast", "slow"],
+        "levels": ["D0", "D1", "D1+D2"],
+        "ests": 2,
+        "steps": 50,
+        "repeats": 3,
+        "base": _PAPER_BASE,
+    },
+}
 
 
 def _run(cfg: Config, device: str, cluster: str, view: Any, **params: Any) -> Path:
@@ -30,13 +59,14 @@ def run_switching(
     ests: int,
     steps: int,
     base: dict[str, Any],
-    repeats: int = 2,
+    repeats: int = 1,
     device: str = "fast",
     cluster: str = "easyscale-local",
     view: Any = "auto",
 ) -> pd.DataFrame:
     """One process, ``ests`` ESTs: switching on, off, plain accumulation, and DDP (1 rank),
-    alternating in order over the repeats. Returns the run directories by variant. The
+    alternating in order over the repeats. Returns the run directories by variant (columns
+    variant, repeat, run). The
     default device type has one thread: a multi-threaded process on a shared machine times
     its thread pool's waits more than the ESTs."""
     variants = {
@@ -73,7 +103,7 @@ def switching_table(runs: pd.DataFrame, warmup: int = 1) -> dict[str, float]:
             sync = st.set_index("step")["sync_seconds"].astype(float)
             est_rows.append(ev.assign(sync=ev["step"].map(sync)))
     if not est_rows or any(v not in steps for v in ("switch on", "switch off", "plain")):
-        raise ValueError("a variant of the switching runs measured nothing")
+        raise NothingMeasured("a variant of the switching runs measured nothing")
     ev = pd.concat(est_rows)
     mean = {k: float(pd.Series(v).median()) for k, v in steps.items()}  # robust to a busy host
     last = ev["est"] == ev["est"].max()
@@ -112,7 +142,7 @@ def run_levels(
     ests: int,
     steps: int,
     base: dict[str, Any],
-    repeats: int = 2,
+    repeats: int = 1,
     cluster: str = "easyscale-local",
     view: Any = "auto",
 ) -> pd.DataFrame:
@@ -137,7 +167,7 @@ def levels_table(runs: pd.DataFrame, baseline: str = "D0", warmup: int = 1) -> p
             {"device_type": row["device_type"], "level": row["level"], "s": float(s)} for s in st
         ]
     if not rows:
-        raise ValueError("no timed step in the level runs")
+        raise NothingMeasured("no timed step in the level runs")
     t = pd.DataFrame(rows).groupby(["device_type", "level"])["s"].median().rename("step_seconds")
     t = t.reset_index()
     base = t[t["level"] == baseline].set_index("device_type")["step_seconds"]
@@ -145,7 +175,12 @@ def levels_table(runs: pd.DataFrame, baseline: str = "D0", warmup: int = 1) -> p
     return t
 
 
-def levels_figure(table: pd.DataFrame, hardware: str = "") -> go.Figure:
+def run_dirs(runs: pd.DataFrame) -> list[str]:
+    """The run directories of ``run_switching`` or ``run_levels`` (for verdicts, captions)."""
+    return [str(r) for r in runs["run"]]
+
+
+def levels_figure(table: pd.DataFrame, caption: str | None = None) -> go.Figure:
     """Fig 12: time relative to non-deterministic training, lab bars and published ranges."""
     fig = go.Figure()
     for level, part in table.groupby("level", sort=False):
@@ -164,12 +199,12 @@ def levels_figure(table: pd.DataFrame, hardware: str = "") -> go.Figure:
     fig.update_layout(
         barmode="group",
         yaxis_title="time / non-deterministic (D0)",
-        title="Fig 12: cost of determinism" + (f" — {hardware}" if hardware else ""),
+        title="Fig 12: cost of determinism",
     )
-    return fig
+    return add_caption(fig, caption)
 
 
-def switching_figure(numbers: dict[str, float], hardware: str = "") -> go.Figure:
+def switching_figure(numbers: dict[str, float], caption: str | None = None) -> go.Figure:
     """Figs 11 and 13: the lab's overhead and savings beside the published ones."""
     names = ["switch_share", "saving_other_ests", "saving_last_est"]
     labels = ["share of a step switching", "ESTs 0..N-2 vs DDP step", "last EST (syncs)"]
@@ -184,16 +219,20 @@ def switching_figure(numbers: dict[str, float], hardware: str = "") -> go.Figure
     fig.update_layout(
         barmode="group",
         yaxis_tickformat=".1%",
-        title="Figs 11/13: EST overheads" + (f" — {hardware}" if hardware else ""),
+        title="Figs 11/13: EST overheads",
     )
-    return fig
+    return add_caption(fig, caption)
 
 
 def switching_verdict(
-    numbers: dict[str, float], scale: str, hardware: str, tolerance: float = 0.02
+    numbers: dict[str, float],
+    scale: str,
+    hardware: str,
+    tolerance: float = 0.02,
+    runs: Sequence[str | Path] = (),
 ) -> Verdict:
     """Context switching is cheap: REPRODUCED when the share of a step spent switching
-    (measured inside each step) stays within ``tolerance``."""
+    (measured inside each step) stays within ``tolerance``. ``runs``: the runs behind it."""
     ref = published.value("Fig 11", system="EasyScale")
     lab = numbers["switch_share"]
     ok = lab <= tolerance
@@ -211,11 +250,48 @@ def switching_verdict(
         why=f"{numbers['switch_us']:.0f} µs per switch (out and in); switching takes "
         f"{'within' if ok else 'more than'} {tolerance:.0%} of a step (on vs off in separate "
         f"runs: {numbers['switch_overhead']:+.1%}).",
+        runs=tuple(str(r) for r in runs),
     )
 
 
-def levels_verdict(table: pd.DataFrame, scale: str, hardware: str) -> Verdict:
-    """D1 costs less than D1+D2 on every device type (computed from the ratios)."""
+def est_time_verdict(
+    numbers: dict[str, float], scale: str, hardware: str, runs: Sequence[str | Path] = ()
+) -> Verdict:
+    """Fig 13, judged as a claim of Fig 11's notebook: an EST that does not sync takes less
+    time than a DDP step, and the last EST, which syncs, more than the others."""
+    claim = "Fig 13: ESTs that do not sync take less time than a DDP step, the syncing one more"
+    ref = published.value("Fig 13", setting="ESTs 0-6")
+    common = {
+        "paper": published.EASYSCALE_SC23,
+        "figure": "Fig 11",
+        "claim": claim,
+        "published_value": ref.value,
+        "published_source": ref.source,
+        "unit": "time saved against a DDP step (ESTs 0..N-2)",
+        "scale": scale,
+        "hardware": hardware,
+        "runs": tuple(str(r) for r in runs),
+    }
+    if "saving_other_ests" not in numbers:
+        return Verdict(status=Status.NOT_MEASURED, why="no DDP step was timed", **common)
+    other, last = numbers["saving_other_ests"], numbers["saving_last_est"]
+    ok = other > 0 and last < other
+    last_ref = published.value("Fig 13", setting="last EST (syncs)").value
+    return Verdict(
+        status=Status.REPRODUCED if ok else Status.NOT_REPRODUCED,
+        lab_value=other,
+        why=f"ESTs 0..N-2 take {other:.1%} less than a DDP step "
+        f"({numbers['ddp_step_s'] * 1e3:.1f} ms), the last EST with its sync {last:.1%} less "
+        f"(published: {ref.value:.1%} and {last_ref:.1%}).",
+        **common,
+    )
+
+
+def levels_verdict(
+    table: pd.DataFrame, scale: str, hardware: str, runs: Sequence[str | Path] = ()
+) -> Verdict:
+    """D1 costs less than D1+D2 on every device type (computed from the ratios).
+    ``runs``: the run directories the table was read from."""
     t = table.pivot(index="device_type", columns="level", values="relative_time")
     if not {"D1", "D1+D2"} <= set(t.columns):
         return Verdict(
@@ -225,6 +301,7 @@ def levels_verdict(table: pd.DataFrame, scale: str, hardware: str) -> Verdict:
             status=Status.NOT_MEASURED,
             scale=scale,
             hardware=hardware,
+            runs=tuple(str(r) for r in runs),
         )
     ok = bool((t["D1"] < t["D1+D2"]).all())
     ref = published.value("Fig 12", system="EasyScale D1+D2", setting="max")
@@ -244,6 +321,7 @@ def levels_verdict(table: pd.DataFrame, scale: str, hardware: str) -> Verdict:
         + "; D1+D2 "
         + ", ".join(f"{d}: {v:.2f}×" for d, v in t["D1+D2"].items())
         + ".",
+        runs=tuple(str(r) for r in runs),
     )
 
 
@@ -252,10 +330,20 @@ def microbench(
     steps: int = 20,
     repeats: int = 2,
     base: dict[str, Any] | None = None,
+    cluster: str = "easyscale-local",
     view: Any = None,
-) -> dict[str, float]:
-    """The EST micro-benchmark for ``make bench``: µs per context switch (``switch_us``,
-    RNG states and buffers out and in), µs per gradient copy, and the per-step overhead of
-    ESTs against switching off and against plain gradient accumulation (fractions)."""
-    base = base or {"batch_size": 16, "image_size": 16, "dataset_size": 512}
-    return switching_table(run_switching(ests, steps, base, repeats=repeats, view=view))
+) -> dict[str, Any]:
+    """The EST micro-benchmark of ``make bench`` (``python -m lab bench easyscale``).
+
+    Returns:
+        ``switch_us`` (µs per context switch: RNG states and buffers out and in),
+        ``grad_copy_us``, ``switch_share`` (of a step, measured inside each step),
+        ``overhead_vs_plain`` and ``switch_overhead`` (per-step time against plain gradient
+        accumulation and against switching off, as fractions), the median step times, the
+        Fig 13 savings, and ``params``, ``implementation`` and ``runs`` (run directories).
+    """
+    base = base or dict(_SMOKE_BASE)
+    runs = run_switching(ests, steps, base, repeats=repeats, cluster=cluster, view=view)
+    params = {"ests": ests, "steps": steps, "repeats": repeats, "cluster": cluster, **base}
+    numbers = switching_table(runs)
+    return {"params": params, "implementation": EST_LABEL, **numbers, "runs": run_dirs(runs)}

@@ -173,9 +173,14 @@ def hardware() -> str:
     return f"{name}, {os.cpu_count()} cores, CPU device types (lab)"
 
 
-def save(verdict: Any) -> Path:
-    """Save a verdict beside the lab's other results (results/verdicts/easyscale/)."""
-    from lab.experiments.verdicts import save_verdict
-    from lab.metrics.store import results_root
+def measured(verdict: Any) -> Any:
+    """The verdict, if it could be computed; NothingMeasured if its status says it was not
+    (a level, variant or worker count it needs was not run), so a notebook run fails."""
+    from lab.errors import NothingMeasured
+    from lab.experiments.verdicts import Status
 
-    return save_verdict(verdict, results_root() / "verdicts" / "easyscale")
+    claims = verdict if isinstance(verdict, list | tuple) else [verdict]
+    for v in claims:
+        if v.status is Status.NOT_MEASURED:
+            raise NothingMeasured(f"{v.paper} {v.figure}: {v.claim}: {v.why or 'not measured'}")
+    return verdict

@@ -18,12 +18,28 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from lab.bench.easyscale.config import Config
+from lab.errors import NothingMeasured
 from lab.experiments.easyscale import published
 from lab.experiments.easyscale.runs import EST_LABEL, launch_stage
 from lab.experiments.verdicts import Status, Verdict
+from lab.metrics.figures import add_caption
 
 GIB = 2**30
 PACKED = "worker packing (DDP processes, torch.distributed gloo)"
+# The notebook's parameters per scale (lab.experiments.scale_parameters): three worker
+# counts give each system a slope; three steps leave two timed after the first.
+DEFAULTS = {
+    "smoke": {
+        "workers": [1, 2, 4],
+        "steps": 3,
+        "base": {"batch_size": 16, "image_size": 16, "dataset_size": 512},
+    },
+    "paper": {
+        "workers": [1, 2, 4, 8, 16],
+        "steps": 20,
+        "base": {"batch_size": 32, "image_size": 32, "dataset_size": 50_000},
+    },
+}
 
 
 def run_sharing(
@@ -69,7 +85,7 @@ def sharing_table(runs: pd.DataFrame, warmup: int = 1) -> pd.DataFrame:
             }
         )
     if not out:
-        raise ValueError("no sharing run reported memory and steps")
+        raise NothingMeasured("no sharing run reported memory and steps")
     return pd.DataFrame(out).sort_values(["system", "workers"]).reset_index(drop=True)
 
 
@@ -82,7 +98,9 @@ def slopes(table: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-def figure(table: pd.DataFrame, hardware: str = "") -> go.Figure:
+def figure(table: pd.DataFrame, caption: str | None = None) -> go.Figure:
+    """Memory and throughput against N for both systems, the published EasyScale memory
+    as a line; ``caption`` says where and at which scale the lab measured."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("memory (PSS, GiB)", "samples/s"))
     for system, part in table.groupby("system"):
         fig.add_scatter(x=part["workers"], y=part["pss_gib"], name=system, row=1, col=1)
@@ -98,14 +116,19 @@ def figure(table: pd.DataFrame, hardware: str = "") -> go.Figure:
         annotation_text="EasyScale published: 4.74 GiB flat to 16 (V100, ResNet50)",
     )
     fig.update_xaxes(title_text="workers on one device")
-    fig.update_layout(
-        title="Fig 10: N workers on one device" + (f" — {hardware}" if hardware else "")
-    )
-    return fig
+    fig.update_layout(title="Fig 10: N workers on one device")
+    return add_caption(fig, caption)
 
 
-def verdict(table: pd.DataFrame, scale: str, hardware: str, ratio: float = 0.25) -> Verdict:
-    """ESTs grow memory far less than packing: slope(EST) < ``ratio`` × slope(packing)."""
+def verdict(
+    table: pd.DataFrame,
+    scale: str,
+    hardware: str,
+    ratio: float = 0.25,
+    runs: Sequence[str | Path] = (),
+) -> Verdict:
+    """ESTs grow memory far less than packing: slope(EST) < ``ratio`` × slope(packing).
+    ``runs``: the run directories the table was read from."""
     s = slopes(table)
     ref = published.value("Fig 10", quantity="memory_per_worker")
     if PACKED not in s or EST_LABEL not in s:
@@ -116,6 +139,7 @@ def verdict(table: pd.DataFrame, scale: str, hardware: str, ratio: float = 0.25)
             status=Status.NOT_MEASURED,
             scale=scale,
             hardware=hardware,
+            runs=tuple(str(r) for r in runs),
         )
     ok = s[EST_LABEL] < ratio * s[PACKED]
     return Verdict(
@@ -131,4 +155,5 @@ def verdict(table: pd.DataFrame, scale: str, hardware: str, ratio: float = 0.25)
         hardware=hardware,
         why=f"each added EST costs {s[EST_LABEL] * 1024:.1f} MiB, each packed worker "
         f"{s[PACKED] * 1024:.0f} MiB (PSS; test: EST < {ratio:.0%} of packing).",
+        runs=tuple(str(r) for r in runs),
     )
