@@ -16,7 +16,8 @@ LINES = 2000
 @pytest.fixture(scope="module")
 def bench_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("bench-results")
-    argv = ["bench", "--results", str(root), "--repeats", "1", "--stream-repeats", "1"]
+    argv = ["bench", "launch", "streaming", "--results", str(root), "--repeats", "1"]
+    argv += ["--stream-repeats", "1"]
     assert lab_main([*argv, "--lines", str(LINES), "--timeout", "120"]) == 0
     return root / "bench"
 

@@ -50,8 +50,10 @@ LEVELS_DEFAULTS = {
 }
 
 
-def _run(cfg: Config, device: str, cluster: str, view: Any, **params: Any) -> Path:
-    result = launch_stage(cfg, cluster, (device,), EXPERIMENT, 600, params=params, view=view)
+def _run(cfg: Config, device: str, cluster: str, view: Any, results_root: Any = None) -> Path:
+    result = launch_stage(
+        cfg, cluster, (device,), EXPERIMENT, 600, view=view, results_root=results_root
+    )
     return Path(result.run_dir)
 
 
@@ -60,15 +62,16 @@ def run_switching(
     steps: int,
     base: dict[str, Any],
     repeats: int = 1,
-    device: str = "fast",
+    device: str = "slow",
     cluster: str = "easyscale-local",
     view: Any = "auto",
+    results_root: Any = None,
 ) -> pd.DataFrame:
     """One process, ``ests`` ESTs: switching on, off, plain accumulation, and DDP (1 rank),
     alternating in order over the repeats. Returns the run directories by variant (columns
-    variant, repeat, run). The
-    default device type has one thread: a multi-threaded process on a shared machine times
-    its thread pool's waits more than the ESTs."""
+    variant, repeat, run). The default device type (``slow`` in easyscale-local) has one
+    thread: a multi-threaded process on a shared machine times its thread pool's waits
+    more than the ESTs."""
     variants = {
         "switch on": Config(ests=ests, steps=steps, **base),
         "switch off": Config(ests=ests, steps=steps, switch=False, **base),
@@ -79,7 +82,8 @@ def run_switching(
     for r in range(repeats):
         order = list(variants.items())
         for name, cfg in order if r % 2 == 0 else order[::-1]:
-            rows.append({"variant": name, "repeat": r, "run": _run(cfg, device, cluster, view)})
+            run = _run(cfg, device, cluster, view, results_root)
+            rows.append({"variant": name, "repeat": r, "run": run})
     return pd.DataFrame(rows)
 
 
@@ -332,6 +336,7 @@ def microbench(
     base: dict[str, Any] | None = None,
     cluster: str = "easyscale-local",
     view: Any = None,
+    results_root: Any = None,
 ) -> dict[str, Any]:
     """The EST micro-benchmark of ``make bench`` (``python -m lab bench easyscale``).
 
@@ -343,7 +348,9 @@ def microbench(
         Fig 13 savings, and ``params``, ``implementation`` and ``runs`` (run directories).
     """
     base = base or dict(_SMOKE_BASE)
-    runs = run_switching(ests, steps, base, repeats=repeats, cluster=cluster, view=view)
+    runs = run_switching(
+        ests, steps, base, repeats=repeats, cluster=cluster, view=view, results_root=results_root
+    )
     params = {"ests": ests, "steps": steps, "repeats": repeats, "cluster": cluster, **base}
     numbers = switching_table(runs)
     return {"params": params, "implementation": EST_LABEL, **numbers, "runs": run_dirs(runs)}

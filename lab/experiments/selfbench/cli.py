@@ -5,9 +5,13 @@
 - ``streaming``: ranks printing as fast as they can; lines per second through the lab into
   files and into the view's model, lines lost (must be 0), and the ranks' slowdown against
   printing to /dev/null: lab.experiments.selfbench.streaming.
+- ``easyscale``: the lab's EasyScaleThreads on the smoke model: µs per context switch and
+  the per-step overhead against plain training (the same mini-batches by gradient
+  accumulation) and against switching off: lab.experiments.easyscale.overhead.microbench.
 
-Results go to ``<results>/bench/launch_overhead.json`` and ``streaming.json`` with the
-machine they were measured on; a compact table is printed. Exit status 1 if a line was lost.
+Results go to ``<results>/bench/launch_overhead.json``, ``streaming.json`` and
+``easyscale.json`` with the machine they were measured on; a compact table is printed.
+Exit status 1 if a line was lost.
 """
 
 from __future__ import annotations
@@ -21,23 +25,31 @@ import time
 from pathlib import Path
 from typing import Any
 
-BENCHMARKS = ("launch", "streaming")
-FILES = {"launch": "launch_overhead.json", "streaming": "streaming.json"}
+BENCHMARKS = ("launch", "streaming", "easyscale")
+FILES = {
+    "launch": "launch_overhead.json",
+    "streaming": "streaming.json",
+    "easyscale": "easyscale.json",
+}
 
 
 def add_parser(subparsers: Any) -> None:
     """Add the ``bench`` subcommand to ``python -m lab``'s parser."""
     p = subparsers.add_parser(
         "bench",
-        help="benchmark the lab itself: launch overhead, streaming capacity",
+        help="benchmark the lab itself: launch overhead, streaming capacity, EST switching",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("which", nargs="*", metavar="BENCHMARK", help="launch, streaming (default both)")
+    p.add_argument(
+        "which", nargs="*", metavar="BENCHMARK", help=f"{', '.join(BENCHMARKS)} (default all)"
+    )
     p.add_argument("--repeats", type=int, default=5, help="timed launches per side (launch)")
     p.add_argument("--lines", type=int, default=200_000, help="lines per rank (streaming)")
     p.add_argument("--stream-repeats", type=int, default=3, help="runs per setting (streaming)")
     p.add_argument("--launchers", default="local,mpi", help="comma-separated (default local,mpi)")
+    p.add_argument("--est-steps", type=int, default=20, help="mini-batches per run (easyscale)")
+    p.add_argument("--est-repeats", type=int, default=2, help="runs per variant (easyscale)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds any one run may take")
     p.add_argument("--results", dest="results_root", help="results root (default: results/)")
     p.set_defaults(handler=main)
@@ -53,11 +65,20 @@ def main(args: argparse.Namespace) -> int:
         if name not in BENCHMARKS:
             raise ParameterError("benchmark", name, ", ".join(BENCHMARKS))
     launchers = [name.strip() for name in args.launchers.split(",") if name.strip()]
-    for name, value in (("--repeats", args.repeats), ("--stream-repeats", args.stream_repeats)):
+    counts = (
+        ("--repeats", args.repeats),
+        ("--stream-repeats", args.stream_repeats),
+        ("--est-repeats", args.est_repeats),
+    )
+    for name, value in counts:
         if value < 1:
             raise ParameterError(name, value, "an integer >= 1")
     if args.lines < 1:
         raise ParameterError("--lines", args.lines, "an integer >= 1")
+    if args.est_steps < 2:
+        raise ParameterError(
+            "--est-steps", args.est_steps, "an integer >= 2 (the first is not timed)"
+        )
     out_dir = results_root(args.results_root) / "bench"
     lost = 0
     for name in which:
@@ -67,6 +88,15 @@ def main(args: argparse.Namespace) -> int:
 
             data = launch_overhead(launchers, repeats=args.repeats, timeout=args.timeout)
             print(launch_table(data))
+        elif name == "easyscale":
+            from lab.experiments.easyscale.overhead import microbench
+
+            data = microbench(
+                steps=args.est_steps,
+                repeats=args.est_repeats,
+                results_root=results_root(args.results_root),
+            )
+            print(easyscale_table(data))
         else:
             from lab.experiments.selfbench.streaming import streaming
 
@@ -148,6 +178,22 @@ def launch_table(data: dict[str, Any]) -> str:
             f"{r['ratio']:>10.2f}{r['overhead_s']:>9.3f}"
         )
     return "\n".join(rows)
+
+
+def easyscale_table(data: dict[str, Any]) -> str:
+    """The EST micro-benchmark's medians as a few lines."""
+    p = data["params"]
+    return "\n".join(
+        [
+            f"EasyScaleThreads, {p['ests']} ESTs in one process, {p['steps']} steps x "
+            f"{p['repeats']} run(s) per variant, medians",
+            f"context switch (out and in)  {data['switch_us']:>9.1f} µs",
+            f"gradient copy                {data['grad_copy_us']:>9.1f} µs",
+            f"share of a step switching    {data['switch_share']:>9.2%}",
+            f"step vs plain training       {data['overhead_vs_plain']:>+9.2%}",
+            f"step vs switching off        {data['switch_overhead']:>+9.2%}",
+        ]
+    )
 
 
 def streaming_table(data: dict[str, Any]) -> str:
