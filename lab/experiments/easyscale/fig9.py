@@ -152,25 +152,39 @@ def stage_table(diff: pd.DataFrame) -> pd.DataFrame:
 
 
 def figure(diff: pd.DataFrame, caption: str | None = None) -> go.Figure:
-    """Loss difference (last EST − last DDP worker) per mini-batch, stages shaded;
+    """Loss difference (last EST − last DDP worker) per mini-batch, stages shaded; a cross
+    marks a mini-batch after which the parameters' bits differ from DDP's (a loss can still
+    be equal then: a small change in the parameters shows in the loss only later).
     ``caption`` says where and at which scale (``lab.metrics.figures.runs_caption``)."""
     fig = go.Figure()
     for config, part in diff.groupby("config", sort=False):
         ref = part["reference"].iloc[0]
         fig.add_scatter(
-            x=part["step"], y=part["difference"], mode="lines+markers", name=f"{config} vs {ref}"
+            x=part["step"],
+            y=part["difference"],
+            mode="lines+markers",
+            name=f"{config} vs {ref}",
+            marker={
+                "symbol": ["circle" if eq else "x" for eq in part["params_equal"]],
+                "size": [7 if eq else 11 for eq in part["params_equal"]],
+            },
         )
     steps = int(diff["step"].max()) + 1
     per = steps // len(STAGES) or 1
     for i, stage in enumerate(STAGES):
         fig.add_vrect(
-            x0=i * per - 0.5, x1=(i + 1) * per - 0.5, opacity=0.06 * (i + 1), line_width=0
+            x0=i * per - 0.5,
+            x1=(i + 1) * per - 0.5,
+            fillcolor="gray",
+            opacity=0.05 * (i + 1),
+            line_width=0,
         )
         fig.add_annotation(x=i * per, y=1.02, yref="paper", text=stage.name, showarrow=False)
     fig.update_layout(
         title=f"Fig 9: loss difference to DDP, {EST_LABEL}",
         xaxis_title="mini-batch",
         yaxis_title="loss(last EST) − loss(last DDP worker)",
+        legend_title_text="× parameters' bits differ from DDP's",
     )
     return add_caption(fig, caption)
 
