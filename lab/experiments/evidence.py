@@ -1,0 +1,58 @@
+"""What a verdict rests on: the runs behind a summary and where they ran.
+
+Verdict functions in the paper rooms take these from the sweep's summary, so a verdict
+names the run directories its numbers come from and the machines those runs used (read
+from their manifests, not from the machine the notebook happens to run on now).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pandas as pd
+
+SUCCEEDED = "succeeded"
+
+
+def succeeded(summary: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a sweep's summary whose run succeeded (all rows without a ``state``)."""
+    if summary is None or len(summary) == 0:
+        return pd.DataFrame() if summary is None else summary
+    if "state" not in summary:
+        return summary
+    return summary[summary["state"] == SUCCEEDED]
+
+
+def run_dirs(summary: pd.DataFrame) -> tuple[str, ...]:
+    """The run directories of the succeeded rows, in order, without repeats."""
+    ok = succeeded(summary)
+    if "run_dir" not in ok:
+        return ()
+    return tuple(dict.fromkeys(str(d) for d in ok["run_dir"].dropna()))
+
+
+def where(dirs: Iterable[Any]) -> str:
+    """Where the runs ran, from their manifests: ``"cluster 'emulated-4' on <machine>"``."""
+    from lab.metrics.layout import read_manifest
+
+    places = []
+    for run_dir in dirs:
+        manifest = read_manifest(run_dir)
+        if not manifest:
+            continue
+        name = (manifest.get("cluster") or {}).get("name") or "local"
+        machine = (manifest.get("launched_on") or {}).get("hardware") or "an unrecorded machine"
+        places.append(f"cluster '{name}' on {machine}")
+    return "; ".join(dict.fromkeys(places))
+
+
+def systems_table(runnable: Iterable[str], skipped: dict[str, str]) -> pd.DataFrame:
+    """Which systems a notebook measures here and why the others are left out."""
+    from lab.experiments.systems import SYSTEMS
+
+    rows = [{"system": SYSTEMS[s].label, "status": "measured"} for s in runnable]
+    rows += [
+        {"system": SYSTEMS[s].label, "status": f"not measured: {why}"} for s, why in skipped.items()
+    ]
+    return pd.DataFrame(rows, columns=["system", "status"])
