@@ -92,3 +92,80 @@ def test_fig9_verdict_statuses_follow_the_rule() -> None:
     assert v.status is Status.NOT_MEASURED and v.lab_value is None
     with pytest.raises(NothingMeasured):
         fig9.verdict(fig9.ideal_table(_fig9_summary().query("system == 'single'")), "smoke")
+
+
+def _steps_run(path, rates: list[float]):
+    """A run directory whose rank 0 printed one step record per rate (samples/s)."""
+    from lab.metrics.records import format_record
+
+    path.mkdir(parents=True)
+    lines = [
+        format_record("step", rank=0, step=i, samples=32, seconds=32 / rate)
+        for i, rate in enumerate(rates)
+    ]
+    (path / "rank-0.log").write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_fig8_overheads_pool_the_repeats_and_carry_published_values(tmp_path) -> None:
+    from lab.experiments.kungfu import fig8
+
+    rates = {"baseline": 100.0, "noise scale": 95.0, "variance interval 1": 80.0}
+    rows = []
+    for setting, rate in rates.items():
+        for r in range(2):
+            jitter = [rate - 1, rate + 1, rate, rate - 0.5, rate + 0.5]
+            d = _steps_run(tmp_path / f"{setting}-{r}", jitter)
+            rows.append(
+                {"system": "horovod-gloo", "model": "m", "setting": setting, "state": "succeeded"}
+                | {"run_dir": d}
+            )
+    table = fig8.overheads(pd.DataFrame(rows)).set_index("setting")
+    assert table.loc["noise scale", "overhead"] == pytest.approx(0.05, abs=1e-3)
+    assert table.loc["variance interval 1", "overhead"] == pytest.approx(0.20, abs=1e-3)
+    paper = fig8.published().set_index("setting")["value"]
+    assert table.loc["noise scale", "published"] == pytest.approx(paper["noise scale"])
+    # 5% ± ~0.8% holds the paper's 4.6%; 20% ± ~0.8% holds its 20.3%
+    assert set(table["status"]) == {Status.REPRODUCED.value}
+    fig = fig8.figure(table.reset_index(), caption="test", workers=2, batch_size=32)
+    assert fig.data[0].name == "lab (measured)"
+    assert len(published_traces(fig)) == 1
+
+
+def test_fig8_status_rule() -> None:
+    from lab.experiments.kungfu import fig8
+
+    assert fig8.status_of(0.05, 0.01, 0.046) is Status.REPRODUCED
+    assert fig8.status_of(0.01, 0.02, 0.046) is Status.NOT_REPRODUCED  # published outside
+    assert fig8.status_of(0.02, 0.05, 0.046) is Status.NOT_RESOLVED  # holds 0 and published
+    assert fig8.status_of(0.05, math.nan, 0.046) is Status.NOT_RESOLVED
+    assert fig8.combined([Status.REPRODUCED, Status.NOT_RESOLVED]) is Status.NOT_RESOLVED
+    assert fig8.combined([Status.NOT_RESOLVED, Status.NOT_REPRODUCED]) is Status.NOT_REPRODUCED
+    assert fig8.combined([Status.REPRODUCED]) is Status.REPRODUCED
+
+
+def test_fig8_verdict_is_headed_by_the_largest_published_overhead() -> None:
+    from lab.experiments.kungfu import fig8
+
+    paper = fig8.published().set_index("setting")["value"]
+    table = pd.DataFrame(
+        [
+            {
+                "system": "s",
+                "label": "S",
+                "model": "m",
+                "setting": name,
+                "overhead": value,
+                "overhead_ci": 0.01,
+                "published": value,
+            }
+            for name, value in paper.items()
+        ]
+    )
+    table["status"] = Status.REPRODUCED.value
+    v = fig8.verdict(table, "smoke", runs=("r",), hardware="h")
+    top = paper.idxmax()
+    assert top in v.claim and v.published_value == pytest.approx(100 * paper[top])
+    assert v.status is Status.REPRODUCED and v.why.count("published") == len(paper)
+    with pytest.raises(NothingMeasured):
+        fig8.verdict(table.iloc[0:0], "smoke", runs=("r",))
