@@ -169,3 +169,70 @@ def test_fig8_verdict_is_headed_by_the_largest_published_overhead() -> None:
     assert v.status is Status.REPRODUCED and v.why.count("published") == len(paper)
     with pytest.raises(NothingMeasured):
         fig8.verdict(table.iloc[0:0], "smoke", runs=("r",))
+
+
+def _elastic_run(path, grow_after: float = 12.0, shrink_after: float = 0.5) -> str:
+    """A resizing run's directory as the lab leaves it: rank logs and events.jsonl.
+
+    Hosts change at t=0 (1 worker), t=10 (2) and t=30 (1); the first step at 2 workers
+    ends ``grow_after`` s after its request, the first back at 1 ``shrink_after`` s after.
+    """
+    from lab.experiments.kungfu.scaling import write_events
+    from lab.metrics.records import format_record
+
+    t0 = 1_700_000_000.0
+    path.mkdir(parents=True)
+    (path / "manifest.json").write_text('{"params": {"model": "tiny_cnn", "batch_size": 32}}')
+    plan = [(t0 + t, 1) for t in range(1, 10)]
+    plan += [(t0 + 10 + grow_after + i, 2) for i in range(3)]
+    plan += [(t0 + 30 + shrink_after + i, 1) for i in range(3)]
+    logs: dict[int, list[str]] = {0: [], 1: []}
+    for step, (when, size) in enumerate(plan):
+        for rank in range(size):
+            logs[rank].append(
+                format_record(
+                    "step", rank=rank, step=step, samples=32, seconds=0.5, size=size, time=when
+                )
+            )
+    for rank, lines in logs.items():
+        (path / f"rank-{rank}.log").write_text("\n".join(lines) + "\n")
+    events = [
+        {"kind": "event", "name": "discovery", "slots": n, "time": t0 + at}
+        for at, n in ((0.0, 1), (10.0, 2), (30.0, 1))
+    ]
+    write_events(path, events)
+    return str(path)
+
+
+def test_fig7_rebuilds_from_the_run_directory_alone(tmp_path) -> None:
+    from lab.experiments.kungfu import fig7
+    from lab.experiments.kungfu.scaling import read_events
+
+    run = _elastic_run(tmp_path / "run")
+    assert [e["slots"] for e in read_events(run)] == [1, 2, 1]
+    table = fig7.resizes(run)
+    assert table["resize"].tolist() == ["resize 1→2", "resize 2→1"]
+    assert table["latency"].tolist() == pytest.approx([12.0, 0.5])
+    paper = fig7.published().set_index("setting")["value"]
+    assert table["published"].tolist() == [paper["resize 1→2"], paper["resize 2→1"]]
+    fig = fig7.figure(run, caption="test")
+    assert [s["x0"] for s in fig.layout.shapes] == [10.0, 30.0]  # a line at each change
+    assert max(fig.data[0].y) == pytest.approx(2 * 32 / 0.5)  # both workers' throughput
+    v = fig7.verdict(table, "smoke", runs=(run,), hardware="h")
+    assert v.status is Status.REPRODUCED and v.lab_value == pytest.approx(12.0)
+    assert v.published_value == paper["resize 1→2"] and "resize 2→1: 0.5 s" in v.why
+
+
+def test_fig7_status_rule_and_missing_events(tmp_path) -> None:
+    from lab.experiments.kungfu import fig7
+
+    slow_shrink = fig7.resizes(_elastic_run(tmp_path / "a", grow_after=1.0, shrink_after=3.0))
+    assert fig7.status_of(slow_shrink) is Status.NOT_REPRODUCED
+    unserved = slow_shrink.assign(latency=[1.0, math.nan])
+    assert fig7.status_of(unserved) is Status.NOT_RESOLVED
+    assert fig7.status_of(slow_shrink.iloc[:1]) is Status.NOT_RESOLVED  # grew, never shrank
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "rank-0.log").write_text("")
+    with pytest.raises(NothingMeasured, match=r"events\.jsonl"):
+        fig7.figure(bare)

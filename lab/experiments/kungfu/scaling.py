@@ -4,11 +4,14 @@ Horovod Elastic, and the latency of each resize read back from its records.
 The schedule (``"0:1,30:2,70:1,100:stop"``: seconds → workers) is played by a thread in
 the launching process, which rewrites the hosts file that horovodrun's discovery script
 prints; every write is recorded with its wall time, so a resize's latency is the time
-from the write to the first step finished at the new size.
+from the write to the first step finished at the new size. Those host changes are kept
+in the run directory as ``events.jsonl`` (one record per line, like the ranks' own), so
+the figure can be rebuilt from the run directory alone (``read_events``).
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 import threading
@@ -17,11 +20,40 @@ from pathlib import Path
 from typing import Any
 
 from lab.cluster.elastic_hosts import (
+    DEFAULT_HOST,
     parse_schedule,
     run_schedule,
     write_discovery_script,
     write_hosts,
 )
+
+EVENTS_NAME = "events.jsonl"
+
+
+def write_events(run_dir: str | Path, events: list[dict[str, Any]]) -> Path:
+    """Keep the schedule's host changes beside the run's logs (``events.jsonl``)."""
+    path = Path(run_dir) / EVENTS_NAME
+    path.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in events))
+    return path
+
+
+def read_events(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The host changes a resizing run wrote (empty when it wrote none)."""
+    path = Path(run_dir) / EVENTS_NAME
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def first_host(cluster: Any) -> str:
+    """The host that bare slot counts in a schedule name: the cluster's first host
+    (``localhost`` on this machine)."""
+    from lab.cluster.inventory import load_profile
+
+    c = load_profile(cluster) if isinstance(cluster, str) else cluster
+    if c is None or c.is_local:
+        return DEFAULT_HOST
+    return c.hosts[0].name
 
 
 def elastic_argv(
@@ -47,16 +79,26 @@ def run_resizing(
     schedule: str,
     point: Mapping[str, Any],
     experiment: str,
-    host: str = "localhost",
-    nic: str | None = "lo",
+    cluster: Any = "local",
+    host: str | None = None,
+    nic: str | None = None,
     timeout: float = 600,
     view: Any = "auto",
 ) -> tuple[Any, list[dict[str, Any]]]:
-    """Run one elastic job through ``schedule``; return its RunResult and the discovery
-    events (``{"kind": "event", "name": "discovery", "slots", "time"}``) the schedule wrote.
+    """Run one elastic job through ``schedule`` on ``cluster``; return its RunResult and
+    the discovery events (``{"kind": "event", "name": "discovery", "slots", "time"}``)
+    the schedule wrote, which are also written to the run directory (``events.jsonl``).
+
+    Args:
+        host: the host bare slot counts name (default: the cluster's first host).
+        nic: Horovod's network interface (default: ``lo`` when the hosts are this
+            machine, else Horovod's choice).
     """
     from lab.cluster import launch
 
+    host = host or first_host(cluster)
+    if nic is None and host == DEFAULT_HOST:
+        nic = "lo"
     changes = parse_schedule(schedule, default_host=host)
     sizes = [c.slots for c in changes if not c.stop]
     events: list[dict[str, Any]] = []
@@ -69,7 +111,14 @@ def run_resizing(
         def record(change: Any, written: float) -> None:
             if not change.stop:
                 events.append(
-                    {"kind": "event", "name": "discovery", "slots": change.slots, "time": written}
+                    {
+                        "kind": "event",
+                        "name": "discovery",
+                        "slots": change.slots,
+                        "hosts": dict(change.hosts),
+                        "at": change.at,
+                        "time": written,
+                    }
                 )
 
         player = threading.Thread(
@@ -88,6 +137,7 @@ def run_resizing(
                     "nic": nic,
                 },
                 env={"TF_CPP_MIN_LOG_LEVEL": "3"},
+                cluster=cluster,
                 experiment=experiment,
                 params={**point, "schedule": schedule},
                 timeout=timeout,
@@ -97,4 +147,5 @@ def run_resizing(
         finally:
             stop.set()
             player.join(timeout=5)
+    write_events(result.run_dir, events)
     return result, events
