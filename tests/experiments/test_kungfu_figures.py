@@ -236,3 +236,86 @@ def test_fig7_status_rule_and_missing_events(tmp_path) -> None:
     (bare / "rank-0.log").write_text("")
     with pytest.raises(NothingMeasured, match=r"events\.jsonl"):
         fig7.figure(bare)
+
+
+def _adaptive_run(path, policy: str, batch: int, to_target: float | None) -> dict:
+    """A run directory of lab.bench.adaptive as rank 0 leaves it, and its summary row."""
+    from lab.metrics.records import format_record
+
+    path.mkdir(parents=True)
+    t0 = 1_700_000_000.0
+    lines = [
+        format_record(
+            "step",
+            rank=0,
+            step=i,
+            samples=batch // 2,
+            batch_size=batch * (2 if policy == "adaptive" and i > 1 else 1),
+            seconds=0.1,
+            noise_scale=10.0 + i,
+            eval_loss=1.0 / (i + 1),
+            time=t0 + 0.1 * (i + 1),
+        )
+        for i in range(4)
+    ]
+    lines.append(
+        format_record(
+            "summary",
+            rank=0,
+            final_batch_size=batch,
+            time_to_target=to_target,
+            steps_to_target=None if to_target is None else 3,
+            samples_to_target=None if to_target is None else 3 * batch,
+            eval_loss=0.25,
+            target_loss=0.3,
+        )
+    )
+    (path / "rank-0.log").write_text("\n".join(lines) + "\n")
+    return {"policy": policy, "batch": batch, "state": "succeeded", "run_dir": str(path)}
+
+
+def test_adaptive_builders_read_the_runs(tmp_path) -> None:
+    from lab.experiments.kungfu import adaptive
+
+    summary = pd.DataFrame(
+        [
+            _adaptive_run(tmp_path / "a", "adaptive", 8, 1.0),
+            _adaptive_run(tmp_path / "f8", "fixed", 8, None),
+            _adaptive_run(tmp_path / "f128", "fixed", 128, 2.0),
+        ]
+    )
+    curves = adaptive.curves(summary)
+    assert set(curves["run"]) == {"adaptive (start 8)", "fixed (start 8)", "fixed (start 128)"}
+    assert curves["img_per_s"].max() == pytest.approx(128 / 0.1)  # the whole batch per step
+    fig = adaptive.figure(curves, caption="test", workers=2)
+    assert len(fig.data) == 3 * len(adaptive.PANELS)
+    assert {t.yaxis for t in fig.data} == {"y", "y2", "y3", "y4"}
+    finals = adaptive.finals(summary).set_index(["policy", "start batch"])
+    assert finals.loc[("fixed", 128), "time_to_target"] == 2.0
+    assert math.isnan(finals.loc[("fixed", 8), "time_to_target"])
+
+
+def test_adaptive_verdict_says_the_paper_publishes_no_number(tmp_path) -> None:
+    from lab.experiments.kungfu import adaptive
+
+    assert adaptive.published().empty  # the artifact prints no number for Fig 4
+    finals = pd.DataFrame(
+        {
+            "policy": ["adaptive", "fixed", "fixed"],
+            "start batch": [8, 8, 128],
+            "time_to_target": [1.0, math.nan, 2.0],
+        }
+    )
+    v = adaptive.verdict(finals, "smoke", runs=("r",), hardware="h")
+    assert v.status is Status.REPRODUCED and v.lab_value == 1.0
+    assert v.published_value is None and "publishes no number for Fig 4" in v.why
+    close = finals.assign(time_to_target=[1.95, math.nan, 2.0])
+    assert adaptive.status_of(close)[0] is Status.NOT_RESOLVED
+    slower = finals.assign(time_to_target=[3.0, math.nan, 2.0])
+    assert adaptive.status_of(slower)[0] is Status.NOT_REPRODUCED
+    never = finals.assign(time_to_target=[math.nan, math.nan, 2.0])
+    assert adaptive.status_of(never)[0] is Status.NOT_REPRODUCED
+    nobody = finals.assign(time_to_target=[math.nan] * 3)
+    assert adaptive.status_of(nobody)[0] is Status.NOT_RESOLVED
+    with pytest.raises(NothingMeasured):
+        adaptive.verdict(finals.iloc[0:0], "smoke", runs=("r",))
