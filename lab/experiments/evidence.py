@@ -7,7 +7,7 @@ from their manifests, not from the machine the notebook happens to run on now).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pandas as pd
@@ -56,3 +56,52 @@ def systems_table(runnable: Iterable[str], skipped: dict[str, str]) -> pd.DataFr
         {"system": SYSTEMS[s].label, "status": f"not measured: {why}"} for s, why in skipped.items()
     ]
     return pd.DataFrame(rows, columns=["system", "status"])
+
+
+def ratio_status(est: Any) -> Any:
+    """A ratio's status against 1 by its 95% CI: *reproduced* when the whole interval is
+    above 1 (the paper's direction), *not reproduced* when it is all below 1, *not
+    resolved* when it holds 1 or has no CI."""
+    import math
+
+    from lab.experiments.verdicts import Status
+
+    if est.ci is None or math.isnan(est.ci):
+        return Status.NOT_RESOLVED
+    if est.low > 1.0:
+        return Status.REPRODUCED
+    if est.high < 1.0:
+        return Status.NOT_REPRODUCED
+    return Status.NOT_RESOLVED
+
+
+def best_ratio(
+    rows: pd.DataFrame,
+    num: Callable[[str], bool],
+    den: Callable[[str], bool],
+    value: str = "throughput_total",
+) -> tuple[Any, str] | None:
+    """The fastest ``num`` system's ``value`` over the fastest ``den`` system's, at the
+    largest worker count, for the first model that has both (with the ratio's CI from
+    ``<value>_ci``); None when no model has both. Also says what was compared.
+    """
+    from lab.experiments.systems import SYSTEMS
+    from lab.metrics.stats import Estimate, ratio
+
+    ok = succeeded(rows)
+    if ok.empty:
+        return None
+    top = ok[ok["workers"] == ok["workers"].max()]
+    for model, group in top.groupby("model", sort=False):
+        a = group[group["system"].map(num)]
+        b = group[group["system"].map(den)]
+        if a.empty or b.empty:
+            continue
+        x, y = a.loc[a[value].idxmax()], b.loc[b[value].idxmax()]
+        est = ratio(
+            Estimate(float(x[value]), float(x[f"{value}_ci"])),
+            Estimate(float(y[value]), float(y[f"{value}_ci"])),
+        )
+        names = [SYSTEMS[s].label if s in SYSTEMS else s for s in (x["system"], y["system"])]
+        return est, f"{names[0]} vs {names[1]}, {model}, {int(x['workers'])} workers"
+    return None

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from lab.errors import NothingMeasured
-from lab.experiments.evidence import succeeded, where
+from lab.experiments.evidence import best_ratio, ratio_status, succeeded, where
 from lab.experiments.kungfu.published import KUNGFU_OSDI20
 from lab.experiments.verdicts import Status, Verdict
 
@@ -194,20 +194,17 @@ def _pct(v: float, ci: float) -> str:
 
 
 def kungfu_vs_horovod(table: pd.DataFrame) -> tuple[Any, str] | None:
-    """KungFu's throughput over Horovod's (the faster Horovod measured) at the largest
+    """KungFu's throughput over Horovod's (the faster of each measured) at the largest
     worker count, for the first model that has both; None when either is missing."""
-    from lab.metrics.stats import Estimate, ratio
+    return best_ratio(table, is_kungfu, is_horovod, value="actual")
 
-    top = at_largest(table)
-    for model, group in top.groupby("model", sort=False):
-        kf = group[group["system"].str.startswith("kungfu")]
-        hvd = group[group["system"].str.startswith("horovod")]
-        if kf.empty or hvd.empty:
-            continue
-        a, b = kf.loc[kf["actual"].idxmax()], hvd.loc[hvd["actual"].idxmax()]
-        est = ratio(Estimate(a["actual"], a["actual_ci"]), Estimate(b["actual"], b["actual_ci"]))
-        return est, f"{a['label']} vs {b['label']}, {model}, {int(a['workers'])} workers"
-    return None
+
+def is_kungfu(system: str) -> bool:
+    return system.startswith("kungfu")
+
+
+def is_horovod(system: str) -> bool:
+    return system.startswith("horovod")
 
 
 def published_ratio() -> tuple[float, str]:
@@ -226,13 +223,7 @@ def status_of(est: Any) -> Status:
     """Reproduced when the lab's KungFu/Horovod ratio is above 1 with its whole 95% CI
     (KungFu faster, as published); not reproduced when the whole CI is below 1; not
     resolved when the CI holds 1 (or cannot be told)."""
-    if est.ci is None or math.isnan(est.ci):
-        return Status.NOT_RESOLVED
-    if est.low > 1.0:
-        return Status.REPRODUCED
-    if est.high < 1.0:
-        return Status.NOT_REPRODUCED
-    return Status.NOT_RESOLVED
+    return ratio_status(est)
 
 
 def verdict(

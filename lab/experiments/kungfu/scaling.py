@@ -7,6 +7,10 @@ prints; every write is recorded with its wall time, so a resize's latency is the
 from the write to the first step finished at the new size. Those host changes are kept
 in the run directory as ``events.jsonl`` (one record per line, like the ranks' own), so
 the figure can be rebuilt from the run directory alone (``read_events``).
+
+The schedule's clock starts at the first training step, not at the launch: starting
+TensorFlow takes from seconds to minutes depending on the machine's load, and a resize
+asked for before the job trains measures start-up, not resizing.
 """
 
 from __future__ import annotations
@@ -28,6 +32,30 @@ from lab.cluster.elastic_hosts import (
 )
 
 EVENTS_NAME = "events.jsonl"
+FIRST_STEP_WAIT_S = 300.0  # the longest wait for the first step before the schedule starts
+
+
+class FirstStep:
+    """A run observer that notes the first training step any rank prints."""
+
+    def __init__(self) -> None:
+        self.seen = threading.Event()
+
+    def on_start(self, run_dir: str, ranks: Any, control: Any) -> None:
+        pass
+
+    def on_line(self, line: Any) -> None:
+        if not self.seen.is_set() and '"kind": "step"' in line.text:
+            self.seen.set()
+
+    def on_end(self, state: str, exit_code: int, rank_exit_codes: Any) -> None:
+        self.seen.set()  # a run that ends without a step releases the schedule
+
+
+def _after_first_step(first: FirstStep, stop: threading.Event, play: Any, *args: Any) -> None:
+    first.seen.wait(FIRST_STEP_WAIT_S)
+    if not stop.is_set():
+        play(*args)
 
 
 def write_events(run_dir: str | Path, events: list[dict[str, Any]]) -> Path:
@@ -121,8 +149,11 @@ def run_resizing(
                     }
                 )
 
+        first = FirstStep()
         player = threading.Thread(
-            target=run_schedule, args=(hosts, changes, stop_file, stop, record), daemon=True
+            target=_after_first_step,
+            args=(first, stop, run_schedule, hosts, changes, stop_file, stop, record),
+            daemon=True,
         )
         player.start()
         try:
@@ -141,7 +172,7 @@ def run_resizing(
                 experiment=experiment,
                 params={**point, "schedule": schedule},
                 timeout=timeout,
-                view=view,
+                view=_with(view, first),
                 check=False,
             )
         finally:
@@ -149,3 +180,10 @@ def run_resizing(
             player.join(timeout=5)
     write_events(result.run_dir, events)
     return result, events
+
+
+def _with(view: Any, observer: Any) -> Any:
+    from lab.cluster.observers import FanOut
+    from lab.cluster.view import make_view
+
+    return FanOut(make_view(view) if isinstance(view, str) or view is None else view, observer)
