@@ -33,6 +33,9 @@ from lab.cluster.elastic_hosts import (
 
 EVENTS_NAME = "events.jsonl"
 FIRST_STEP_WAIT_S = 300.0  # the longest wait for the first step before the schedule starts
+# A joining worker must start TensorFlow before Gloo's rendezvous gives up (Horovod's
+# default, 30 s, is shorter than a start on a busy machine: the job then aborts).
+GLOO_TIMEOUT_S = "300"
 
 
 class FirstStep:
@@ -167,7 +170,7 @@ def run_resizing(
                     "max_np": max(sizes),
                     "nic": nic,
                 },
-                env={"TF_CPP_MIN_LOG_LEVEL": "3"},
+                env={"TF_CPP_MIN_LOG_LEVEL": "3", "HOROVOD_GLOO_TIMEOUT_SECONDS": GLOO_TIMEOUT_S},
                 cluster=cluster,
                 experiment=experiment,
                 params={**point, "schedule": schedule},
