@@ -57,7 +57,8 @@ def launch(
         hostfile: an OpenMPI/MPICH/KungFu hostfile. At most one of hosts, cluster, hostfile.
         timeout: seconds until the run is ended as timed out (exit code 124).
         experiment: the run directory's group: ``results/runs/<experiment>/``.
-        env: extra environment for every rank.
+        env: extra environment for every rank; it wins over RANK_ENV_DEFAULTS (which the
+            manifest records under ``env_defaults``).
         options: launcher-specific settings.
         params: the experiment's parameters, recorded in the manifest.
         view: ``"auto"`` (widgets in a notebook, a progress line elsewhere), ``"widget"``,
@@ -83,7 +84,8 @@ def launch(
     if not isinstance(grace, int | float) or grace < 0:
         raise ParameterError("grace", grace, "a number of seconds >= 0")
     rundir.check_experiment(experiment)
-    rank_env = _env(env)
+    given = _env(env)
+    rank_env = {**env_defaults(given), **given}
     target = _cluster(hosts, cluster, hostfile)
     argv = _with_interpreter(argv, target)
     slots = allocate(target, np)
@@ -118,7 +120,10 @@ def launch(
             observers=observers,
             grace=float(grace),
             ssh_options=ssh_opts,
-            manifest=_manifest_fields(job, launcher, up, slots),
+            manifest={
+                **_manifest_fields(job, launcher, up, slots),
+                "env_defaults": env_defaults(given),
+            },
         )
         result = supervisor.run()
     if check and not result.ok:
@@ -147,6 +152,16 @@ def _with_interpreter(argv: tuple[str, ...], cluster: Cluster) -> tuple[str, ...
     return (python, *argv[1:]) if python else argv
 
 
+# What every rank gets unless the job's env says otherwise (the launching environment's
+# own value, when it has one, is the default instead). TF_USE_LEGACY_KERAS=1: TensorFlow
+# >= 2.16 otherwise gives tf.keras as Keras 3, whose variables Horovod's
+# DistributedGradientTape cannot handle ("'Variable' object has no attribute 'ref'"); the
+# lab pins tf-keras for that. Set for every launcher and every workload: only processes
+# that use TensorFlow's Keras read it, so torch/MXNet ranks are untouched, and an
+# unmodified upstream TF2 script runs as its README says.
+RANK_ENV_DEFAULTS = {"TF_USE_LEGACY_KERAS": "1"}
+
+
 def _env(env: Mapping[str, Any] | None) -> dict[str, str]:
     out = {}
     for key, value in (env or {}).items():
@@ -154,6 +169,11 @@ def _env(env: Mapping[str, Any] | None) -> dict[str, str]:
             raise ParameterError("env", key, "variable names: non-empty, without '='")
         out[key] = str(value)
     return out
+
+
+def env_defaults(env: Mapping[str, str]) -> dict[str, str]:
+    """The RANK_ENV_DEFAULTS that apply to a job whose own variables are ``env``."""
+    return {k: os.environ.get(k, v) for k, v in RANK_ENV_DEFAULTS.items() if k not in env}
 
 
 def _cluster(hosts: str | None, cluster: str | Cluster | None, hostfile: str | None) -> Cluster:
