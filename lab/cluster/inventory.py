@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lab.cluster.profile_schema import check_profile
 from lab.errors import HostSpecError
 
 LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "local"})
@@ -184,14 +185,7 @@ def load_profile(name_or_path: str | os.PathLike[str]) -> Cluster:
 def cluster_from_dict(data: dict[str, Any], default_name: str, source: str = "") -> Cluster:
     """Build a Cluster from a profile's parsed YAML (see env/clusters/example.yaml)."""
     where = source or default_name
-    if not isinstance(data, dict):
-        raise HostSpecError(f"cluster profile {where}: expected a mapping at top level")
-    known = {"name", "hosts", "python", "workdir", "emulated", "description", "ssh"}
-    unknown = set(data) - known
-    if unknown:
-        raise HostSpecError(
-            f"cluster profile {where}: unknown keys {sorted(unknown)}; allowed: {sorted(known)}"
-        )
+    check_profile(data, where)  # every key and type, naming the file and the key
     python, workdir = data.get("python"), data.get("workdir")
     ssh = data.get("ssh") or {}
     hosts: list[Host] = []

@@ -114,8 +114,36 @@ def test_profile_validation() -> None:
         cluster_from_dict({"hosts": "a:1", "hostz": 1}, "x")
     with pytest.raises(HostSpecError, match=r"'hosts' .* is required"):
         cluster_from_dict({}, "x")
-    with pytest.raises(HostSpecError, match=r"hosts\[0\] needs a 'name'"):
+    with pytest.raises(HostSpecError, match=r"hosts\[0\]: needs a 'name'"):
         cluster_from_dict({"hosts": [{"slots": 2}]}, "x")
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "says"),
+    [
+        ("hosts:\n  - {name: n1, slots: 4, gpus: two}\n", "hosts[0].gpus", "not a whole number"),
+        ("hosts:\n  - {name: n1, gpu: 2}\n", "hosts[0].gpu", "unknown keys ['gpu']"),
+        ("hosts: 'n1:2'\nssh: {user: lab, port: '22x'}\n", "ssh.port", "not a whole number"),
+        ("hosts: 'n1:2'\nssh: {usr: lab}\n", "ssh.usr", "unknown keys ['usr']"),
+        ("hosts:\n  - {name: n1, slots: 0}\n", "hosts[0].slots", "less than the minimum of 1"),
+        ("emulated: {hosts: two}\n", "emulated.hosts", "not a whole number"),
+        ("emulated: {hosts: 2, cpu: lots}\n", "emulated.cpu", "not a number"),
+    ],
+)
+def test_profile_typos_name_the_file_and_the_key(tmp_path, text: str, key: str, says: str) -> None:
+    path = tmp_path / "typo.yaml"
+    path.write_text(text)
+    with pytest.raises(HostSpecError) as caught:
+        load_profile(str(path))
+    message = str(caught.value)
+    assert message.startswith(f"cluster profile {path}: {key}: "), message
+    assert says in message
+    assert caught.value.profile == str(path) and caught.value.keys == [key]
+
+
+def test_shipped_profiles_are_valid() -> None:
+    for name in ("example", "emulated-2", "emulated-4"):
+        assert load_profile(name).hosts
 
 
 def test_emulated_profile_makes_named_hosts() -> None:
