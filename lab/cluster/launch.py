@@ -13,14 +13,23 @@ import dataclasses
 import logging
 import os
 import shlex
+import shutil
 import sys
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from lab.cluster import rundir
 from lab.cluster.inventory import Cluster, Slot, allocate, resolve_cluster
 from lab.cluster.launchers.base import Job, ProcessSpec, RunObserver, get_launcher
-from lab.cluster.ssh import check_hosts, ssh_options
+from lab.cluster.ssh import (
+    SSH_CONFIG_NAME,
+    check_hosts,
+    needs_ssh_config,
+    split_config_option,
+    ssh_config_text,
+    ssh_options,
+)
 from lab.cluster.supervisor import RunResult, RunState, Supervisor
 from lab.errors import LaunchError, ParameterError, RanksFailed
 
@@ -110,8 +119,13 @@ def launch(
         if up is not target:
             job = dataclasses.replace(job, cluster=up)
             slots = allocate(up, np)
-        specs = [_in_namespace(s) for s in runner.build(job, slots)]
         run_dir = rundir.new_run_dir(experiment, results_root)
+        try:
+            job = _with_ssh_config(job, runner, run_dir, ssh_opts)
+            specs = [_in_namespace(s) for s in runner.build(job, slots)]
+        except BaseException:
+            shutil.rmtree(run_dir, ignore_errors=True)  # nothing ran: leave no run behind
+            raise
         supervisor = Supervisor(
             specs,
             runner,
@@ -200,6 +214,22 @@ def _hosts_up(cluster: Cluster, sshd: bool = False) -> Iterator[Cluster]:
         raise LaunchError(f"emulated clusters need lab.cluster.emulation ({e})") from e
     with emulation.prepare(cluster, sshd=sshd) as up:
         yield up
+
+
+def _with_ssh_config(job: Job, runner: Any, run_dir: Path, ssh_opts: Sequence[str]) -> Job:
+    """For launchers that run their own ssh (mpirun): when remote hosts set ssh_port or
+    ssh_user, write ``run_dir/ssh_config`` saying them and name it in the job's options
+    (``ssh_config``), unless the job names one already. It includes the configs plain ssh
+    reads (or the file an ``-F`` in the ssh options names), so nothing else changes."""
+    wants = getattr(runner, "needs_ssh_to_hosts", False) and "ssh_config" not in job.options
+    if not wants or job.cluster is None or not needs_ssh_config(job.cluster.hosts):
+        return job
+    _, given = split_config_option(ssh_opts)
+    includes = None if given is None else [os.path.abspath(os.path.expanduser(g)) for g in given]
+    path = run_dir / SSH_CONFIG_NAME
+    path.write_text(ssh_config_text(job.cluster.hosts, includes))
+    path.chmod(0o600)  # ssh refuses a config that others may write
+    return dataclasses.replace(job, options={**job.options, "ssh_config": str(path)})
 
 
 def _in_namespace(spec: ProcessSpec) -> ProcessSpec:
