@@ -139,7 +139,11 @@ def launch(
                 "env_defaults": env_defaults(given),
             },
         )
-        result = supervisor.run()
+        git = rundir.git_state_later()
+        try:
+            result = supervisor.run()
+        finally:
+            rundir.write_manifest(run_dir, git=git())
     if check and not result.ok:
         err = RanksFailed(list(result.failures), str(run_dir), result.reason, result.exit_code)
         err.result = result  # type: ignore[attr-defined]
@@ -272,5 +276,4 @@ def _manifest_fields(job: Job, launcher: str, cluster: Cluster, slots: Sequence[
         "slots": [{"rank": s.rank, "host": s.host.name, "local_rank": s.local_rank} for s in slots],
         "launched_by": {"argv": list(sys.argv), "pid": os.getpid(), "cwd": os.getcwd()},
         "versions": rundir.package_versions(),
-        "git": rundir.git_state(),
     }
