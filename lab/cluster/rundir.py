@@ -124,11 +124,16 @@ def git_state(repo: str | os.PathLike[str] = REPO_ROOT, timeout: float = 5.0) ->
             return None
         return done.stdout.strip() if done.returncode == 0 else None
 
-    commit = git("rev-parse", "HEAD")
-    if commit is None:
+    # One call gives both: "# branch.oid <sha>" ("(initial)" before the first commit),
+    # then one line per changed tracked file.
+    status = git("status", "--porcelain=v2", "--branch", "--untracked-files=no")
+    if status is None:
         return {"commit": None, "dirty": None}
-    status = git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": commit, "dirty": None if status is None else bool(status)}
+    lines = status.splitlines()
+    oid = next((ln.split()[2] for ln in lines if ln.startswith("# branch.oid ")), None)
+    if oid is None or oid == "(initial)":
+        return {"commit": None, "dirty": None}
+    return {"commit": oid, "dirty": any(not ln.startswith("#") for ln in lines)}
 
 
 def git_state_later(repo: str | os.PathLike[str] = REPO_ROOT) -> Callable[[], dict[str, Any]]:
