@@ -30,18 +30,21 @@ to S seconds before signalling.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import select
-import signal
 import stat
-import subprocess
 import sys
 import time
 
+try:  # the C module behind `signal`: the same calls without the enum import, which
+    import _signal as signal  # would be a fifth of the guard's start-up
+except ImportError:  # pragma: no cover (other Pythons)
+    import signal  # type: ignore[no-redef]
+
 PR_SET_CHILD_SUBREAPER = 36
 EOF_REASON = "stdin closed (the run is ending, or its launcher or connection is gone)"
+STOP_SIGNALS = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT", signal.SIGHUP: "SIGHUP"}
 _stop_signal: int | None = None
 
 
@@ -149,20 +152,73 @@ def _descendants_by_scan(root: int) -> list[int]:
 
 
 def _signal_all(pgid: int | None, pids: list[int], sig: int) -> None:
+    # try/except rather than contextlib.suppress: contextlib is a start-up cost here
     if pgid is not None:
-        with contextlib.suppress(OSError):
+        try:  # noqa: SIM105
             os.killpg(pgid, sig)
+        except OSError:
+            pass
     for pid in pids:
-        with contextlib.suppress(OSError):
+        try:  # noqa: SIM105
             os.kill(pid, sig)
+        except OSError:
+            pass
+
+
+def _which(name: str, env: dict[str, str]) -> str:
+    """``name`` looked up on the child's PATH (as subprocess does), or as given."""
+    if os.sep in name:
+        return name
+    for folder in env.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(folder or ".", name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    raise FileNotFoundError(2, "not found on PATH", name)
+
+
+def _spawn(command: list[str], env: dict[str, str], cwd: str | None, pipe: bool) -> _Child:
+    """Start ``command`` in a new session, stdin from /dev/null (or a pipe we keep).
+
+    os.posix_spawn rather than subprocess: importing subprocess would double the guard's
+    start-up, which every rank of every launch pays. Only fds 0-2 reach the child (Python's
+    own fds are not inheritable); posix_spawn has no cwd, so the guard moves there first.
+    """
+    if cwd:
+        os.chdir(cwd)
+    write = None
+    if pipe:
+        read, write = os.pipe()
+    else:
+        read = os.open(os.devnull, os.O_RDONLY)
+    try:
+        pid = os.posix_spawn(
+            _which(command[0], env),
+            command,
+            env,
+            file_actions=[(os.POSIX_SPAWN_DUP2, read, 0)],
+            setsid=True,
+        )
+    except BaseException:
+        if write is not None:
+            os.close(write)
+        raise
+    finally:
+        os.close(read)
+    return _Child(pid, write)
 
 
 class _Child:
     """The command's process plus the reaping of every process we are parent of."""
 
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        self.proc = proc
+    def __init__(self, pid: int, stdin: int | None = None) -> None:
+        self.pid = pid
+        self.stdin = stdin  # our end of its stdin pipe (--forward-eof), else None
         self.status: int | None = None
+
+    def close_stdin(self) -> None:
+        if self.stdin is not None:
+            os.close(self.stdin)
+            self.stdin = None
 
     def reap(self) -> None:
         while True:
@@ -172,9 +228,8 @@ class _Child:
                 return
             if pid == 0:
                 return
-            if pid == self.proc.pid:
+            if pid == self.pid:
                 self.status = os.waitstatus_to_exitcode(status)
-                self.proc.returncode = self.status
 
     @property
     def done(self) -> bool:
@@ -279,29 +334,22 @@ def main(argv: list[str]) -> int:
         if not sep or not key:
             raise SystemExit(f"guard.py: --env {item!r} is not K=V")
         env[key] = value
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for sig in STOP_SIGNALS:
         signal.signal(sig, _on_signal)
     _set_subreaper()
     parent = os.getppid()
     try:
-        proc = subprocess.Popen(
-            command,
-            env=env,
-            cwd=opts.cwd,
-            stdin=subprocess.PIPE if opts.forward_eof is not None else subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        child = _spawn(command, env, opts.cwd, pipe=opts.forward_eof is not None)
     except OSError as e:
         _log(f"cannot start {command[0]!r}: {e}")
         return 127
-    child = _Child(proc)
     watch = _watch_stdin()
-    exited = _pidfd(proc.pid)
+    exited = _pidfd(child.pid)
     fds = ([0] if watch else []) + ([exited] if exited is not None else [])
     reason = None
     while not child.done:
         if _stop_signal is not None:
-            reason = f"got {signal.Signals(_stop_signal).name}"
+            reason = f"got {STOP_SIGNALS.get(_stop_signal, _stop_signal)}"
         elif os.getppid() != parent:
             reason = "launching process exited"
         elif fds:
@@ -318,13 +366,13 @@ def main(argv: list[str]) -> int:
         if reason:
             break
     if reason and not child.done:
-        _log(f"{reason}; ending pid {proc.pid} and its descendants")
-        if opts.forward_eof is not None and proc.stdin is not None:
-            proc.stdin.close()
+        _log(f"{reason}; ending pid {child.pid} and its descendants")
+        if opts.forward_eof is not None and child.stdin is not None:
+            child.close_stdin()
             child.wait(opts.forward_eof)
-        _end_tree(child, opts.grace, None if child.done else proc.pid)
+        _end_tree(child, opts.grace, None if child.done else child.pid)
     elif descendants(os.getpid()):
-        _log(f"pid {proc.pid} exited; ending the processes it left behind")
+        _log(f"pid {child.pid} exited; ending the processes it left behind")
         _end_tree(child, opts.grace, None)
     child.wait(1.0)
     code = child.status if child.status is not None else 128 + signal.SIGKILL

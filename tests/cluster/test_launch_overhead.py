@@ -93,3 +93,31 @@ def test_guard_flags_without_argparse() -> None:
             _parse(bad)
     with pytest.raises(SystemExit, match="no command"):
         _parse(["--"])
+
+
+GUARD = REPO / "lab" / "cluster" / "guard.py"
+
+
+def test_guard_starts_commands_itself_and_imports_little(tmp_path: Path) -> None:
+    """The guard spawns with os.posix_spawn (PATH and cwd as subprocess would take them)
+    and imports neither subprocess nor enum, whose imports were most of its start-up."""
+    tool = tmp_path / "bin" / "where-am-i"
+    tool.parent.mkdir()
+    tool.write_text('#!/bin/sh\npwd\necho "$X"\nexit 3\n')
+    tool.chmod(0o755)
+    guard = [sys.executable, "-I", "-S", "-X", "importtime", str(GUARD)]
+    env = {"PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [*guard, "--cwd", str(tmp_path), "--env", f"PATH={tool.parent}", "--env", "X=y",
+         "--", "where-am-i"],
+        capture_output=True, text=True, timeout=30, env=env, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 3
+    assert done.stdout.split() == [str(tmp_path), "y"]
+    imported = {ln.rsplit("|", 1)[-1].strip() for ln in done.stderr.splitlines()}
+    assert "select" in imported and not {"subprocess", "enum", "argparse"} & imported
+    missing = subprocess.run(
+        [*guard, "--", "no-such-program-here"], capture_output=True, text=True, timeout=30,
+        env=env, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert missing.returncode == 127 and "cannot start 'no-such-program-here'" in missing.stderr
