@@ -2,11 +2,13 @@
 
 A typo in a profile (``gpus: two``, ``hostz:``, ``port: "22x"``) must stop before launch
 with the file and the key, not surface as a bare ``ValueError`` from ``int()`` deep in the
-inventory (DESIGN.md, contract 4). The schema is checked with ``jsonschema`` (already in
-the lab's environment through nbformat; pinned in requirements.txt): one declarative
-place lists every key, its type and range, nested ones included, and its errors carry
-the path of the offending key, which a hand-written check would have to thread through
-every level. The emulated section's values (rates, latencies) are parsed and checked in
+inventory (DESIGN.md, contract 4). One declarative schema lists every key, its type and
+range, nested ones included. It is checked by the small ``check`` below rather than by
+the jsonschema package: the inventory stays free of third-party imports (it is loaded
+by plain system Pythons too, e.g. the emulation's unprivileged checks), the schema uses
+a dozen keywords, and the messages name keys as a profile's author writes them
+(``hosts[0].gpus``). Tests check that ``check`` agrees with jsonschema on every case.
+The emulated section's values (rates, latencies) are parsed and checked in
 lab.cluster.emulation.spec; here only its keys and types.
 """
 
@@ -89,12 +91,74 @@ def check_profile(data: Any, where: str) -> None:
         _fail(where, [("", "expected a mapping of keys (name, hosts, ...) at top level")])
     if "hosts" not in data and "emulated" not in data:
         _fail(where, [("hosts", "'hosts' (or 'emulated') is required")])
-    from jsonschema import Draft202012Validator
+    problems = check(data, PROFILE_SCHEMA)
+    if problems:
+        _fail(where, problems)
 
-    validator = Draft202012Validator(PROFILE_SCHEMA)
-    errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.path])
-    if errors:
-        _fail(where, [_describe(e) for e in errors])
+
+def check(value: Any, schema: dict[str, Any], path: tuple[Any, ...] = ()) -> list[tuple[str, str]]:
+    """(key, what is wrong) for every place ``value`` breaks ``schema``.
+
+    Understands the JSON Schema keywords the profile schema uses (type, properties,
+    additionalProperties: false, required, items, minItems, minLength, minimum, maximum,
+    exclusiveMinimum, if/then on a type), with JSON Schema's meaning (tests compare it
+    with jsonschema where that is installed); anything else in a schema is an error.
+    """
+    unknown = set(schema) - _KEYWORDS
+    if unknown:
+        raise ValueError(f"schema keywords {sorted(unknown)} are not understood here")
+    key = key_path(path)
+    wanted = schema.get("type")
+    if wanted is not None:
+        kinds = wanted if isinstance(wanted, list) else [wanted]
+        if not any(_is(value, k) for k in kinds):
+            return [(key, f"{value!r} is not {' or '.join(_article(k) for k in kinds)}")]
+    out: list[tuple[str, str]] = []
+    if "if" in schema and not check(value, schema["if"], path):
+        out += check(value, schema["then"], path)
+    if isinstance(value, str) and len(value) < schema.get("minLength", 0):
+        out.append((key, f"{value!r} is too short"))
+    if _is(value, "number"):
+        if "minimum" in schema and value < schema["minimum"]:
+            out.append((key, f"{value!r} is less than the minimum of {schema['minimum']}"))
+        if "maximum" in schema and value > schema["maximum"]:
+            out.append((key, f"{value!r} is more than the maximum of {schema['maximum']}"))
+        if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
+            out.append((key, f"{value!r} must be more than {schema['exclusiveMinimum']}"))
+    if isinstance(value, list):
+        if len(value) < schema.get("minItems", 0):
+            out.append((key, f"{value!r} should be non-empty"))
+        for i, item in enumerate(value):
+            out += check(item, schema.get("items", {}), (*path, i))
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        for name in schema.get("required", ()):
+            if name not in value:
+                out.append((key, f"needs a {name!r}"))
+        extra = sorted(str(k) for k in value if k not in props)
+        if extra and schema.get("additionalProperties") is False:
+            where = key_path((*path, extra[0])) if len(extra) == 1 else key
+            out.append((where, f"unknown keys {extra}; allowed: {sorted(props)}"))
+        for name, sub in props.items():
+            if name in value:
+                out += check(value[name], sub, (*path, name))
+    return out
+
+
+_KEYWORDS = {
+    "$schema", "type", "properties", "additionalProperties", "required", "items",
+    "minItems", "minLength", "minimum", "maximum", "exclusiveMinimum", "if", "then",
+}  # fmt: skip
+
+
+def _is(value: Any, kind: str) -> bool:
+    if kind in ("integer", "number") and isinstance(value, bool):
+        return False
+    types = {
+        "string": str, "integer": int, "number": (int, float), "boolean": bool,
+        "array": list, "object": dict,
+    }  # fmt: skip
+    return isinstance(value, types[kind])
 
 
 def _fail(where: str, problems: list[tuple[str, str]]) -> None:
@@ -111,26 +175,6 @@ def key_path(parts: Iterable[Any]) -> str:
     for p in parts:
         out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
     return out
-
-
-def _describe(error: Any) -> tuple[str, str]:
-    """(the key, what is wrong with it) in the words a profile's author uses."""
-    path = list(error.absolute_path)
-    schema = error.schema if isinstance(error.schema, dict) else {}
-    if error.validator == "additionalProperties":
-        extra = sorted(set(error.instance) - set(schema.get("properties", {})))
-        allowed = sorted(schema.get("properties", {}))
-        return key_path([*path, extra[0]]) if len(extra) == 1 else key_path(path), (
-            f"unknown keys {extra}; allowed: {allowed}"
-        )
-    if error.validator == "required":
-        missing = [k for k in error.validator_value if k not in error.instance]
-        return key_path(path), f"needs a {missing[0]!r}"
-    if error.validator == "type":
-        wanted = error.validator_value
-        wanted = " or ".join(wanted) if isinstance(wanted, list) else wanted
-        return key_path(path), f"{error.instance!r} is not {_article(wanted)}"
-    return key_path(path), error.message
 
 
 def _article(kind: str) -> str:

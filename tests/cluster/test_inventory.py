@@ -170,3 +170,34 @@ def test_profile_ssh_options_reach_the_cluster() -> None:
     c = cluster_from_dict({"hosts": "a:1", "ssh": {"options": ["-o", "ConnectTimeout=5"]}}, "x")
     assert c.extra["ssh_options"] == ["-o", "ConnectTimeout=5"]
     assert load_profile("example").extra["ssh_options"] == ["-o", "ConnectTimeout=10"]
+
+
+AGREEMENT_CASES = [
+    {"hosts": "a:1"},
+    {"hosts": ["a:1", {"name": "b", "slots": 2, "gpus": 0, "ssh_port": 2222}]},
+    {"hosts": [{"name": "a", "gpus": "two"}]},
+    {"hosts": [{"name": "a", "slots": True}]},
+    {"hosts": [{"name": "a", "ssh_port": 70000}]},
+    {"hosts": [{"name": ""}]},
+    {"hosts": []},
+    {"hosts": 3},
+    {"hosts": [{"slots": 2}]},
+    {"hosts": "a:1", "ssh": {"user": "u", "port": 22, "options": ["-v"]}},
+    {"hosts": "a:1", "ssh": {"options": "-v -i k"}},
+    {"hosts": "a:1", "ssh": {"options": [1]}},
+    {"hosts": "a:1", "hostz": 1},
+    {"emulated": {"hosts": 2, "cpu": 0.4, "link": {"bandwidth": "1gbit"}, "sshd": True}},
+    {"emulated": {"hosts": 2, "cpu": 0}},
+    {"emulated": {"hosts": 2, "cpu": "lots"}},
+    {"emulated": {"cpu": 0.4}},
+    {"emulated": {"hosts": 2, "nic": "x"}},
+]
+
+
+@pytest.mark.parametrize("data", AGREEMENT_CASES, ids=lambda d: str(d)[:50])
+def test_profile_check_agrees_with_jsonschema(data) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    from lab.cluster.profile_schema import PROFILE_SCHEMA, check
+
+    reference = jsonschema.Draft202012Validator(PROFILE_SCHEMA)
+    assert (check(data, PROFILE_SCHEMA) == []) == reference.is_valid(data)
