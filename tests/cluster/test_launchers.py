@@ -299,10 +299,11 @@ def test_mpi_missing_program_says_what_to_install():
         MpiLauncher(program="no-such-mpirun").check(make_job(2))
 
 
-def test_mpi_refuses_ssh_settings_it_cannot_pass():
-    job = make_job(2, Host("far", slots=2, ssh_port=2222), flavor="openmpi")
+def test_mpi_takes_ssh_settings_with_openmpi_and_refuses_them_with_mpich():
+    far = Host("far", slots=2, ssh_port=2222)
+    MpiLauncher(program=sys.executable).check(make_job(2, far, flavor="openmpi"))
     with pytest.raises(LaunchError, match=r"~/.ssh/config"):
-        MpiLauncher(program=sys.executable).check(job)
+        MpiLauncher(program=sys.executable).check(make_job(2, far, flavor="mpich"))
 
 
 @pytest.mark.skipif(find_program("mpirun") is None, reason="mpirun is not installed")
