@@ -78,6 +78,20 @@ RULES: tuple[tuple[str, str, str, str], ...] = (
         "tf.math.floormod(",
     ),
     (
+        "step counters made in __init__ are an eager constant 0 under TF2: pair averaging "
+        "re-saved its model behind a barrier every step (lock-step, not asynchronous); count "
+        "where the step's graph is built (the same op as before in TF1 graph mode)",
+        f"{PY}/tensorflow/optimizers/async_sgd.py",
+        r"tf\.equal\(self\._step, 0\)",
+        "tf.equal(counter(), 0)",
+    ),
+    (
+        "the same for the monitors' interval (TF2 ignored monitor_interval)",
+        f"{PY}/tensorflow/optimizers/grad_*.py",
+        r"tf\.math\.floormod\(self\._step, self\._interval\)",
+        "tf.math.floormod(counter(), self._interval)",
+    ),
+    (
         "tf.assign / tf.global_variables are TF1-only: graph-mode broadcast",
         f"{PY}/tensorflow/initializer/__init__.py",
         r"\btf\.(assign|global_variables)\(",
