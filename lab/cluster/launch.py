@@ -108,8 +108,10 @@ def launch(
         if up is not target:
             job = dataclasses.replace(job, cluster=up)
             slots = allocate(up, np)
-        specs = [_in_namespace(s) for s in runner.build(job, slots)]
         run_dir = rundir.new_run_dir(experiment, results_root)
+        if getattr(runner, "wants_run_dir", False):  # e.g. kungfu-run's -logdir goes there
+            job = dataclasses.replace(job, options={**job.options, "run_dir": str(run_dir)})
+        specs = [_in_namespace(s) for s in runner.build(job, slots)]
         supervisor = Supervisor(
             specs,
             runner,
