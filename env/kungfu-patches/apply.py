@@ -92,6 +92,13 @@ RULES: tuple[tuple[str, str, str, str], ...] = (
         "tf.math.floormod(counter(), self._interval)",
     ),
     (
+        "SaveVariable(s) have no output and were not stateful: a TF2 tf.function prunes them, "
+        "so pair averaging's peers kept reading each other's initial model",
+        "srcs/cpp/src/tensorflow/ops/cpu/local.cpp",
+        r'(\.Input\("(?:input: T|vars: NumTensors \* T)"\));',
+        r"\1\n    .SetIsStateful();",
+    ),
+    (
         "tf.assign / tf.global_variables are TF1-only: graph-mode broadcast",
         f"{PY}/tensorflow/initializer/__init__.py",
         r"\btf\.(assign|global_variables)\(",
