@@ -50,13 +50,13 @@ def test_mean_curve_and_late_half_comparison():
     recs = [step(0, 0, 4.0), step(1, 0, 2.0), step(0, 1, 1.0), step(1, 1, 1.0), step(0, 2, 0.5)]
     curve = crosscheck.mean_eval_curve(recs)
     assert curve == {0: 3.0, 1: 1.0, 2: 0.5}
-    other = {0: 3.0, 1: 1.2, 2: 0.7, 3: 0.1}
-    cmp = crosscheck.compare_curves(curve, other, scale=10.0)
-    assert cmp["steps"] == 3  # steps 1 and 2 are the late half
-    assert cmp["lab_late"] == pytest.approx(0.75) and cmp["kungfu_late"] == pytest.approx(0.95)
-    assert cmp["relative"] == pytest.approx(0.02)
+    other = {0: 3.0, 1: 1.2, 2: 0.75, 3: 0.1}
+    cmp = crosscheck.compare_curves(curve, other, tail=0.5)
+    assert cmp["steps"] == 3  # the last half of 3 shared steps: step 2
+    assert cmp["lab_final"] == pytest.approx(0.5) and cmp["kungfu_final"] == pytest.approx(0.75)
+    assert cmp["ratio"] == pytest.approx(1.5)
     with pytest.raises(ValueError):
-        crosscheck.compare_curves({0: 1.0}, {0: 1.0}, 1.0)
+        crosscheck.compare_curves({0: 1.0}, {0: 1.0})
 
 
 def metric(rank: int, s: int, name: str, value: float) -> dict:

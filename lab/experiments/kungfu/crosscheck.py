@@ -3,9 +3,10 @@
 Pair averaging: the lab's (MPI one-sided, lab.bench.pair_averaging) and KungFu's
 ``PairAveragingOptimizer`` (lab.bench.kungfu_regression) train the same least-squares
 problem (same per-rank data and batches, plain SGD from w = 0). Peers are picked at random
-and interleave differently, so the curves are not bitwise equal; what must agree is the
-curve's level: the peers' mean evaluation loss per step, compared over the second half of
-the run, where both have left w = 0 behind.
+and interleave differently, so the curves are not equal step by step: the lab's numpy steps
+take microseconds, so one rank may run dozens of steps ahead and average with a stale peer
+(true asynchrony), while KungFu's steps wait for a network request. What must agree is where
+both settle: the peers' mean evaluation loss over the last fifth of the run.
 
 Gradient noise scale: in one KungFu run (lab.bench.synthetic --backend kungfu-sync
 --monitor noise-scale) every measured step feeds the same local and all-reduced gradients
@@ -25,10 +26,10 @@ from typing import Any
 from lab.metrics.records import parse_record
 from lab.metrics.store import rank_logs
 
-# The lab's and KungFu's pair averaging: the peers' mean evaluation loss over the second
-# half of the run may differ by at most this fraction of the initial loss (measured spread
-# over seeds on this 2-core machine: below 0.01; the loss itself falls by > 95%).
-PAIR_AVG_TOLERANCE = 0.05
+# The lab's and KungFu's pair averaging: the peers' mean evaluation loss over the last fifth
+# of the run may differ by at most this factor (the noise floor is noise^2/2 = 0.005; measured
+# on this 2-core machine, 300 steps, seed 5: lab 0.00522 vs KungFu 0.00516, a factor 1.01).
+PAIR_AVG_RATIO = 1.5
 # The lab's noise scale vs KungFu's on the same gradients: relative difference, per step.
 # Both take the same squared norms; the lab keeps its EMA in float64, KungFu in float32
 # (measured: at most 5e-6 apart over 2 peers x 5 steps of tiny_cnn).
@@ -61,27 +62,23 @@ def initial_loss(records: Iterable[Mapping[str, Any]]) -> float:
     raise ValueError("no header record with initial_loss")
 
 
-def compare_curves(lab: Mapping[int, float], kungfu: Mapping[int, float], scale: float) -> dict:
-    """How far two mean-loss curves are apart over the second half of their common steps.
+def compare_curves(
+    lab: Mapping[int, float], kungfu: Mapping[int, float], tail: float = 0.2
+) -> dict[str, float]:
+    """Where two mean-loss curves settle: their means over the last ``tail`` of the steps
+    they share, and the ratio of the larger to the smaller (1.0: equal).
 
     Returns:
-        ``{"steps", "lab_late", "kungfu_late", "difference", "relative"}``: the mean loss of
-        each over the late half, their absolute difference and that difference / ``scale``
-        (the initial loss).
+        ``{"steps", "lab_final", "kungfu_final", "ratio"}``.
     """
     common = sorted(set(lab) & set(kungfu))
-    if len(common) < 2:
-        raise ValueError("the two curves share fewer than 2 steps")
-    late = common[len(common) // 2 :]
+    if len(common) < 2 or not 0 < tail <= 1:
+        raise ValueError("need two shared steps and 0 < tail <= 1")
+    late = common[-max(1, int(len(common) * tail)) :]
     a = sum(lab[s] for s in late) / len(late)
     b = sum(kungfu[s] for s in late) / len(late)
-    return {
-        "steps": len(common),
-        "lab_late": a,
-        "kungfu_late": b,
-        "difference": abs(a - b),
-        "relative": abs(a - b) / scale,
-    }
+    ratio = max(a, b) / min(a, b) if min(a, b) > 0 else math.inf
+    return {"steps": len(common), "lab_final": a, "kungfu_final": b, "ratio": ratio}
 
 
 def noise_scale_pairs(records: Iterable[Mapping[str, Any]]) -> list[tuple[float, float]]:
