@@ -126,6 +126,8 @@ def launch(
         run_dir = rundir.new_run_dir(experiment, results_root)
         try:
             job = _with_ssh_config(job, runner, run_dir, ssh_opts)
+            if getattr(runner, "wants_run_dir", False):  # e.g. kungfu-run's -logdir goes there
+                job = dataclasses.replace(job, options={**job.options, "run_dir": str(run_dir)})
             specs = [_in_namespace(s) for s in runner.build(job, slots)]
         except BaseException:
             shutil.rmtree(run_dir, ignore_errors=True)  # nothing ran: leave no run behind
