@@ -3,12 +3,18 @@
 
 A step-time table (image size × micro-batches k) measured as one run per configuration
 pays the process start, the imports and the cluster set-up once per cell; here a rank
-pays them once and measures every configuration one after another. Each configuration
-runs a few warm-up steps, then timed steps until both ``--seconds`` of timed steps and
-``--min-steps`` have passed, and ends with one ``metric`` record (``name="step_seconds"``)
-holding the windowed median of its step times (see ``windowed_median``), beside the step
-records it came from. k micro-batches are k mini-batches one after another before one
-optimizer step, as k logical workers time-sharing a device.
+pays them once and measures every configuration in turn. k micro-batches are k
+mini-batches one after another before one optimizer step, as k logical workers
+time-sharing a device.
+
+The configurations are visited in ``--rounds`` rounds, each visit running timed steps for
+its share of ``--seconds`` (and of ``--min-steps``), after ``--warmup-steps`` on the
+first visit only. Visiting in rounds rather than one configuration after another spreads
+each configuration over the whole run, so a burst of other work on a shared machine
+slows a part of several configurations' windows instead of all of one configuration's.
+Each configuration ends with one ``metric`` record (``name="step_seconds"``): the median
+of its windows' mean step times (see ``windowed_median``), beside the step records it
+came from.
 
 Every rank measures on its own (no process group): a run with N ranks on N emulated hosts
 of different CPU quotas measures N device stand-ins side by side.
@@ -17,6 +23,7 @@ of different CPU quotas measures N device stand-ins side by side.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 import time
@@ -28,24 +35,35 @@ from lab.metrics.records import emit
 WINDOW_S = 0.3
 
 
-def windowed_median(seconds: Sequence[float], window_s: float = WINDOW_S) -> float:
-    """The median over consecutive windows of at least ``window_s`` of each window's mean
-    step time. A window's mean, not one step's time, because a CPU quota throttles within
-    100 ms periods; the median of windows, because other work on a shared machine comes in
-    bursts. A tail shorter than a window is left out unless it is all there is."""
-    import statistics
-
-    if not seconds:
-        return float("nan")
-    means, total, n = [], 0.0, 0
+def windows(seconds: Sequence[float], window_s: float = WINDOW_S) -> list[float]:
+    """Mean step time of each window of consecutive steps lasting at least ``window_s``; a
+    remainder shorter than a window joins the window before it (or is the only one)."""
+    means: list[float] = []
+    sizes: list[int] = []
+    total, n = 0.0, 0
     for s in seconds:
         total, n = total + float(s), n + 1
         if total >= window_s:
             means.append(total / n)
+            sizes.append(n)
             total, n = 0.0, 0
-    if not means:
-        return total / n
-    return float(statistics.median(means))
+    if n and means:
+        last = means[-1] * sizes[-1] + total
+        means[-1] = last / (sizes[-1] + n)
+    elif n:
+        means.append(total / n)
+    return means
+
+
+def windowed_median(segments: Sequence[Sequence[float]], window_s: float = WINDOW_S) -> float:
+    """The median over windows (``windows`` of each segment of consecutive steps) of the
+    windows' mean step time. A window's mean, not one step's time, because a CPU quota
+    throttles within 100 ms periods; the median of windows, because other work on a shared
+    machine comes in bursts."""
+    import statistics
+
+    means = [m for seg in segments for m in windows(seg, window_s)]
+    return float(statistics.median(means)) if means else float("nan")
 
 
 def _ints(text: str) -> list[int]:
@@ -68,6 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--micro-batches", type=_ints, default=[1], help="k values, e.g. 1,2,4")
     p.add_argument("--seconds", type=float, default=2.0, help="timed seconds per config")
     p.add_argument("--min-steps", type=int, default=3, help="timed steps per config, at least")
+    p.add_argument("--rounds", type=int, default=3, help="visits to each config")
     p.add_argument("--warmup-steps", type=int, default=1, help="untimed steps per config")
     p.add_argument("--window", type=float, default=WINDOW_S, help="seconds per median window")
     p.add_argument(
@@ -83,6 +102,7 @@ def _check(ns: argparse.Namespace) -> argparse.Namespace:
     require_at_least(
         ("batch-size", ns.batch_size, 1),
         ("min-steps", ns.min_steps, 1),
+        ("rounds", ns.rounds, 1),
         ("warmup-steps", ns.warmup_steps, 0),
         ("num-classes", ns.num_classes, 2),
         *((f"image-sizes[{i}]", v, 8) for i, v in enumerate(ns.image_sizes)),
@@ -102,57 +122,80 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parse_checked(_parser(), _check, argv)
 
 
-def _measure(ns: argparse.Namespace, rank: int, size: int, k: int, first_step: int) -> int:
-    """One configuration: warm-up, timed steps, one metric record; returns the next step."""
-    import torch
+class _Config:
+    """One configuration's model, optimizer, batch and timed steps per visit."""
 
-    from lab.bench.torch_synthetic import build_model
+    def __init__(self, ns: argparse.Namespace, rank: int, size: int, k: int) -> None:
+        import torch
 
-    torch.manual_seed(ns.seed)
-    model = build_model(ns.model, ns.num_classes)
-    opt = torch.optim.SGD(model.parameters(), lr=ns.lr)
-    gen = torch.Generator().manual_seed(ns.seed * 1000 + rank)
-    images = torch.rand(ns.batch_size, 3, size, size, generator=gen)
-    labels = torch.randint(0, ns.num_classes, (ns.batch_size,), generator=gen)
-    config = {"image_size": size, "micro_batches": k, "batch_size": ns.batch_size}
-    timed: list[float] = []
-    step = first_step
-    while len(timed) < ns.min_steps or sum(timed) < ns.seconds:
+        from lab.bench.torch_synthetic import build_model
+
+        torch.manual_seed(ns.seed)
+        self.model = build_model(ns.model, ns.num_classes)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=ns.lr)
+        gen = torch.Generator().manual_seed(ns.seed * 1000 + rank)
+        self.images = torch.rand(ns.batch_size, 3, size, size, generator=gen)
+        self.labels = torch.randint(0, ns.num_classes, (ns.batch_size,), generator=gen)
+        self.k = k
+        self.fields = {"image_size": size, "micro_batches": k, "batch_size": ns.batch_size}
+        self.visits: list[list[float]] = []
+
+    def step(self) -> tuple[float, float]:
+        """One training step of k micro-batches; returns (seconds, loss)."""
+        import torch
+
         start = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        for _ in range(k):
-            loss = torch.nn.functional.cross_entropy(model(images), labels)
+        self.opt.zero_grad(set_to_none=True)
+        for _ in range(self.k):
+            loss = torch.nn.functional.cross_entropy(self.model(self.images), self.labels)
             loss.backward()
-        opt.step()
-        value = float(loss.detach())
-        seconds = time.perf_counter() - start
-        warmup = step - first_step < ns.warmup_steps
+        self.opt.step()
+        value = float(loss.detach())  # waits for the step
+        return time.perf_counter() - start, value
+
+
+def _visit(ns: argparse.Namespace, rank: int, config: _Config, step: int) -> int:
+    """One visit: warm-up steps on the first, then timed steps for this visit's share of
+    the seconds and steps; returns the next step number."""
+    warmup = ns.warmup_steps if not config.visits else 0
+    seconds, steps = ns.seconds / ns.rounds, -(-ns.min_steps // ns.rounds)
+    timed: list[float] = []
+    config.visits.append(timed)
+    for i in itertools.count():
+        if i >= warmup and len(timed) >= steps and sum(timed) >= seconds:
+            return step
+        took, loss = config.step()
         emit(
             "step",
             rank=rank,
             step=step,
-            samples=ns.batch_size * k,
-            seconds=seconds,
-            warmup=warmup,
-            loss=round(value, 6),
-            **config,
+            samples=ns.batch_size * config.k,
+            seconds=took,
+            warmup=i < warmup,
+            loss=round(loss, 6),
+            visit=len(config.visits),
+            **config.fields,
         )
-        if not warmup:
-            timed.append(seconds)
+        if i >= warmup:
+            timed.append(took)
         step += 1
+    raise AssertionError("unreachable")
+
+
+def _report(ns: argparse.Namespace, rank: int, config: _Config, step: int) -> None:
     emit(
         "metric",
         rank=rank,
         name="step_seconds",
-        value=windowed_median(timed, ns.window),
+        value=windowed_median(config.visits, ns.window),
         step=step - 1,
         model=ns.model,
-        timed_steps=len(timed),
-        timed_seconds=round(sum(timed), 6),
+        timed_steps=sum(len(v) for v in config.visits),
+        timed_seconds=round(sum(sum(v) for v in config.visits), 6),
+        visits=len(config.visits),
         window_s=ns.window,
-        **config,
+        **config.fields,
     )
-    return step
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -175,15 +218,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         image_sizes=ns.image_sizes,
         micro_batches=ns.micro_batches,
         threads=threads,
+        cpus=sorted(os.sched_getaffinity(0)),
         engine="torch",
         torch=torch.__version__,
         device_name="cpu",
         pid=os.getpid(),
     )
+    configs = [_Config(ns, rank, size, k) for size in ns.image_sizes for k in ns.micro_batches]
     step = 0
-    for size in ns.image_sizes:
-        for k in ns.micro_batches:
-            step = _measure(ns, rank, size, k, step)
+    for _ in range(ns.rounds):
+        for config in configs:
+            step = _visit(ns, rank, config, step)
+    for config in configs:
+        _report(ns, rank, config, step)
     emit("event", rank=rank, name="sweep_done", configs=len(ns.image_sizes) * len(ns.micro_batches))
     return 0
 

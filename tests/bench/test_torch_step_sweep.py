@@ -7,25 +7,28 @@ import math
 import pytest
 
 from lab.bench.flags import check_argv
-from lab.bench.torch_step_sweep import parse_args, windowed_median
+from lab.bench.torch_step_sweep import parse_args, windowed_median, windows
 from lab.errors import ParameterError
 
 MODULE = ["python", "-m", "lab.bench.torch_step_sweep"]
 
 
-def test_windowed_median_averages_within_windows_and_ignores_a_burst() -> None:
-    # 0.1 s steps make 0.3 s windows of three; one window slowed by a burst moves nothing
-    steps = [0.1] * 9 + [0.5, 0.1, 0.1] + [0.1] * 6
-    assert windowed_median(steps, 0.3) == pytest.approx(0.1)
+def test_windows_average_within_windows_and_a_short_tail_joins_the_last() -> None:
+    assert windows([0.1] * 6, 0.3) == pytest.approx([0.1, 0.1])
     # a throttled quota: fast steps then one long stall per window average out
-    assert windowed_median([0.02, 0.02, 0.26] * 5, 0.3) == pytest.approx(0.1)
-    # the tail shorter than a window is left out
-    assert windowed_median([0.3, 0.3, 0.3, 0.01], 0.3) == pytest.approx(0.3)
+    assert windows([0.02, 0.02, 0.26] * 2, 0.3) == pytest.approx([0.1, 0.1])
+    assert windows([0.3, 0.3, 0.1], 0.3) == pytest.approx([0.3, 0.2])
+    assert windows([0.05, 0.15], 0.3) == pytest.approx([0.1])  # shorter than one window
+    assert windows([], 0.3) == []
 
 
-def test_windowed_median_of_a_run_shorter_than_a_window_is_its_mean() -> None:
-    assert windowed_median([0.05, 0.15], 0.3) == pytest.approx(0.1)
-    assert math.isnan(windowed_median([], 0.3))
+def test_windowed_median_pools_visits_and_ignores_a_burst() -> None:
+    # three visits of 0.1 s steps; a burst slows the whole second visit
+    visits = [[0.1] * 6, [0.4] * 2, [0.1] * 6]
+    assert windowed_median(visits, 0.3) == pytest.approx(0.1)
+    # windows never span two visits
+    assert windowed_median([[0.2], [0.2]], 0.3) == pytest.approx(0.2)
+    assert math.isnan(windowed_median([[], []], 0.3))
 
 
 def test_flags_are_lists_and_checked_before_launch() -> None:
@@ -38,6 +41,7 @@ def test_flags_are_lists_and_checked_before_launch() -> None:
         ["--image-sizes", "a,b"],
         ["--seconds", "0"],
         ["--min-steps", "0"],
+        ["--rounds", "0"],
     ):
         with pytest.raises(ParameterError):
             check_argv([*MODULE, *bad])

@@ -8,8 +8,8 @@ after another per step on the same device, as ESTs time-share it.
 
 One real run through ``lab.cluster.launch`` measures the whole table: one rank of
 ``lab.bench.torch_step_sweep`` per device type, each on its own emulated host with that
-type's quota, side by side, each measuring every (input size, k) one after another in one
-process. So the table costs one start-up per device type, not one per cell. Device types
+type's quota, side by side, each measuring every (input size, k) in turn, in a few rounds,
+in one process. So the table costs one start-up per device type, not one per cell. Device types
 without a quota run one at a time on this machine (side by side they would share its
 cores). The runs are kept as run directories and resumed from there.
 
@@ -79,10 +79,13 @@ class WorkloadStandIn:
 # Smoke: three CPU shares for the three GPU types, and three input sizes of the lab's tiny
 # CNN for the paper's eight workloads (lighter and heavier per-step compute; every step
 # long enough, tens of ms, that a window of 0.3 s averages over the quota's 100 ms periods).
+# The three run side by side, so together they leave room on a 2-core machine for the
+# launcher and other work: a quota of a whole core is not had on a busy machine, and its
+# device then measures no faster than the next (seen with 1.0/0.6/0.35 cores).
 SMOKE_DEVICES = (
-    DeviceStandIn("v100", cpu=1.0),
-    DeviceStandIn("p100", cpu=0.6),
-    DeviceStandIn("t4", cpu=0.35),
+    DeviceStandIn("v100", cpu=0.8),
+    DeviceStandIn("p100", cpu=0.5),
+    DeviceStandIn("t4", cpu=0.3),
 )
 _LIGHT, _MEDIUM, _HEAVY = (128, 32), (176, 32), (224, 32)
 SMOKE_WORKLOADS = tuple(
@@ -112,6 +115,7 @@ def points(
     ests: Sequence[int],
     seconds: float = 2.0,
     min_steps: int = 3,
+    rounds: int = 3,
 ) -> list[dict[str, Any]]:
     """One point per run: per (model, batch size) of the stand-ins and group of devices
     measured side by side, every input size of those stand-ins × every k. Workloads sharing
@@ -130,6 +134,7 @@ def points(
             "device_threads": [d.threads for d in group],
             "seconds": float(seconds),
             "min_steps": int(min_steps),
+            "rounds": int(rounds),
         }
         for (m, b), sizes in sorted(by_model.items())
         for group in _groups(devices)
@@ -179,6 +184,8 @@ def run_point(
         str(point["seconds"]),
         "--min-steps",
         str(point["min_steps"]),
+        "--rounds",
+        str(point["rounds"]),
         "--threads",
         csv(point["device_threads"]),
     ]
@@ -203,6 +210,7 @@ def measure(
     ests: Sequence[int] = (1, 2, 4),
     seconds: float = 2.0,
     min_steps: int = 3,
+    rounds: int = 3,
     experiment: str = EXPERIMENT,
     results_root: str | os.PathLike[str] | None = None,
     rerun: bool = False,
@@ -212,14 +220,15 @@ def measure(
     Args:
         seconds: timed seconds of steps per configuration on each device (at least).
         min_steps: timed steps per configuration (at least).
+        rounds: visits to each configuration, its seconds and steps shared among them.
     """
     from lab.metrics import Sweep
 
-    if not ests or min(ests) < 1 or not seconds > 0 or min_steps < 1:
+    if not ests or min(ests) < 1 or not seconds > 0 or min(min_steps, rounds) < 1:
         raise ParameterError(
-            "ests/seconds/min_steps",
-            (tuple(ests), seconds, min_steps),
-            "ests >= 1, seconds > 0, min_steps >= 1",
+            "ests/seconds/min_steps/rounds",
+            (tuple(ests), seconds, min_steps, rounds),
+            "ests >= 1, seconds > 0, min_steps >= 1, rounds >= 1",
         )
     names = [d.device_type for d in devices]
     if not names or len(set(names)) != len(names):
@@ -230,7 +239,7 @@ def measure(
         why = missing()
         if why:
             raise ParameterError("devices", "CPU quotas", f"devices with cpu=None here ({why})")
-    pts = points(workloads, devices, ests, seconds, min_steps)
+    pts = points(workloads, devices, ests, seconds, min_steps, rounds)
     sweep = Sweep(
         experiment,
         pts,

@@ -93,7 +93,7 @@ def test_quota_devices_measured_side_by_side(tmp_path) -> None:
     """Two emulated hosts with different CPU quotas in one run, a rank each: the rank on
     the smaller quota measures the longer step."""
     ws = [WorkloadStandIn("resnet50", "tiny_cnn", 64, 16)]
-    devices = [DeviceStandIn("v100", cpu=1.0), DeviceStandIn("t4", cpu=0.25)]
+    devices = [DeviceStandIn("v100", cpu=0.8), DeviceStandIn("t4", cpu=0.25)]
     summary = measure(ws, devices, ests=(1, 2), seconds=0.6, results_root=tmp_path)
     assert (summary["state"] == "succeeded").all() and int(summary["ranks"].iloc[0]) == 2
     table = standin_table(ws, results_root=tmp_path)
