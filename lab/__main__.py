@@ -13,6 +13,7 @@ SUBCOMMANDS = {
     "notebooks": "lab.experiments.notebooks",
     "profiles": "lab.cluster.profiles_cli",
     "bench": "lab.experiments.selfbench.cli",
+    "report": "lab.experiments.report",
 }
 
 

@@ -39,8 +39,8 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from lab.bench.models import check_image_size, get_spec
-from lab.errors import ParameterError, require_at_least
+from lab.bench.flags import check_training, parse_checked, training_parser
+from lab.errors import ParameterError
 from lab.metrics.records import emit
 
 BACKEND = "horovod-elastic"
@@ -180,17 +180,15 @@ def run(cfg: Any, duration: float, commit_every: int, stop_file: str = "") -> in
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m lab.bench.elastic",
-        description="Synthetic training under Horovod Elastic, reporting every resize; run "
+    p = training_parser(
+        "python -m lab.bench.elastic",
+        "Synthetic training under Horovod Elastic, reporting every resize; run "
         "it with horovodrun --min-np/--max-np --host-discovery-script.",
+        steps=1_000_000,
+        warmup_steps=2,
+        steps_help="global steps (across resizes)",
+        batch_help="per-worker batch size",
     )
-    p.add_argument("--model", default="tiny_cnn")
-    p.add_argument("--batch-size", type=int, default=32, help="per-worker batch size")
-    p.add_argument("--image-size", type=int, default=None)
-    p.add_argument("--num-classes", type=int, default=10)
-    p.add_argument("--warmup-steps", type=int, default=2)
-    p.add_argument("--steps", type=int, default=1_000_000, help="global steps (across resizes)")
     p.add_argument(
         "--duration",
         type=float,
@@ -204,39 +202,22 @@ def _parser() -> argparse.ArgumentParser:
         "worker's host); lab.cluster.elastic_hosts writes it for a 'SECONDS:stop' entry",
     )
     p.add_argument("--commit-every", type=int, default=1, help="commit the state every K steps")
-    p.add_argument("--optimizer", choices=("sgd", "momentum", "adam"), default="sgd")
-    p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--threads", type=int, default=0, help="TensorFlow threads (0: TF's default)")
     return p
 
 
 def parse_args(argv: Sequence[str] | None = None) -> tuple[Any, float, int, str]:
     """(the synthetic workload's Config, duration, commit interval, stop file), checked."""
+    return parse_checked(_parser(), _configure, argv)
+
+
+def _configure(ns: argparse.Namespace) -> tuple[Any, float, int, str]:
     from lab.bench.synthetic import Config
 
-    parser = _parser()
-    ns = parser.parse_args(argv)
-    try:
-        spec = get_spec(ns.model)
-        image_size = spec.default_size if ns.image_size is None else ns.image_size
-        check_image_size(spec, image_size)
-        require_at_least(
-            ("batch-size", ns.batch_size, 1),
-            ("steps", ns.steps, 1),
-            ("warmup-steps", ns.warmup_steps, 0),
-            ("commit-every", ns.commit_every, 1),
-            ("num-classes", ns.num_classes, 2),
-            ("threads", ns.threads, 0),
-        )
-        if not ns.lr > 0:
-            raise ParameterError("lr", ns.lr, "a number > 0")
-        if not ns.duration >= 0:
-            raise ParameterError("duration", ns.duration, "seconds >= 0")
-    except ParameterError as exc:
-        parser.error(str(exc))
+    model, image_size = check_training(ns, ("commit-every", ns.commit_every, 1))
+    if not ns.duration >= 0:
+        raise ParameterError("duration", ns.duration, "seconds >= 0")
     cfg = Config(
-        model=spec.name,
+        model=model,
         batch_size=ns.batch_size,
         image_size=image_size,
         num_classes=ns.num_classes,

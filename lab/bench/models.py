@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from lab.bench import cifar_resnet
 from lab.errors import ParameterError
 
 
@@ -21,7 +22,8 @@ class ModelSpec:
         name: the canonical name (as ``tf.keras.applications`` spells it).
         min_size: the smallest square input (pixels) the model accepts.
         default_size: the input size the model was designed for.
-        family: ``"keras"`` (a keras application) or ``"smoke"`` (the lab's small models).
+        family: ``"keras"`` (a keras application), ``"smoke"`` (the lab's small models) or
+            ``"cifar"`` (CIFAR ResNets, lab.bench.cifar_resnet).
     """
 
     name: str
@@ -70,6 +72,7 @@ _SPECS: list[ModelSpec] = [
     ModelSpec("ResNetRS420", 32, 320),
     ModelSpec("tiny_cnn", 8, 32, "smoke"),
     ModelSpec("small_cnn", 16, 32, "smoke"),
+    *(ModelSpec(n, 8, 32, "cifar") for n in cifar_resnet.names()),
 ]
 
 MODELS: dict[str, ModelSpec] = {s.name: s for s in _SPECS}
@@ -78,8 +81,8 @@ _BY_LOWER: dict[str, ModelSpec] = {s.name.lower(): s for s in _SPECS}
 
 def model_names() -> list[str]:
     """All model names, smoke models first, then keras applications alphabetically."""
-    smoke = [s.name for s in _SPECS if s.family == "smoke"]
-    return smoke + sorted(s.name for s in _SPECS if s.family != "smoke")
+    smoke = [s.name for s in _SPECS if s.family in ("smoke", "cifar")]
+    return smoke + sorted(s.name for s in _SPECS if s.family not in ("smoke", "cifar"))
 
 
 def get_spec(name: str) -> ModelSpec:
@@ -113,6 +116,8 @@ def build_model(name: str, image_size: int, num_classes: int) -> Any:
     shape = (image_size, image_size, 3)
     if spec.family == "smoke":
         return _smoke_model(tf_keras, spec.name, shape, num_classes)
+    if spec.family == "cifar":
+        return cifar_resnet.build(tf_keras, spec.name, shape, num_classes)
     builder = getattr(tf_keras.applications, spec.name)
     return builder(weights=None, input_shape=shape, classes=num_classes, classifier_activation=None)
 

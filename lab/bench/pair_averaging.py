@@ -45,8 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from lab.bench.models import check_image_size, get_spec
-from lab.errors import ParameterError, require_at_least
+from lab.bench.flags import check_counts, check_training, parse_checked, training_parser
+from lab.errors import ParameterError
 
 MODES = ("pair", "sync")
 TASKS = ("synthetic", "regression")
@@ -339,27 +339,13 @@ def run(cfg: Any, opts: Options) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m lab.bench.pair_averaging",
-        description="KungFu's pair averaging (async decentralised SGD) on MPI one-sided "
+    p = training_parser(
+        "python -m lab.bench.pair_averaging",
+        "KungFu's pair averaging (async decentralised SGD) on MPI one-sided "
         "communication, or synchronous SGD on MPI Allreduce; run it under mpirun.",
     )
     p.add_argument("--mode", choices=MODES, default="pair")
     p.add_argument("--task", choices=TASKS, default="synthetic")
-    p.add_argument(
-        "--model",
-        default="tiny_cnn",
-        help="synthetic task: a keras application, tiny_cnn or small_cnn",
-    )
-    p.add_argument("--batch-size", type=int, default=32, help="per-rank batch size")
-    p.add_argument("--image-size", type=int, default=None, help="square input (default: model's)")
-    p.add_argument("--num-classes", type=int, default=10)
-    p.add_argument("--warmup-steps", type=int, default=5)
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--optimizer", choices=("sgd", "momentum", "adam"), default="sgd")
-    p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--threads", type=int, default=0, help="TensorFlow threads (0: TF's default)")
     p.add_argument("--features", type=int, default=16, help="regression: number of weights")
     p.add_argument("--samples", type=int, default=4096, help="regression: samples per rank")
     p.add_argument("--noise", type=float, default=0.1, help="regression: label noise std")
@@ -369,33 +355,20 @@ def _parser() -> argparse.ArgumentParser:
 def parse_args(argv: Sequence[str] | None = None) -> tuple[Any, Options]:
     """The synthetic workload's Config (backend set from --mode) and this workload's
     Options, checked; a bad flag prints the allowed values and exits with 2."""
+    return parse_checked(_parser(), _configure, argv)
+
+
+def _configure(ns: argparse.Namespace) -> tuple[Any, Options]:
     from lab.bench.synthetic import Config
 
-    parser = _parser()
-    ns = parser.parse_args(argv)
-    try:
-        if ns.task == "regression":
-            model, image_size = REGRESSION_MODEL, 0
-        else:
-            spec = get_spec(ns.model)
-            model = spec.name
-            image_size = spec.default_size if ns.image_size is None else ns.image_size
-            check_image_size(spec, image_size)
-        require_at_least(
-            ("batch-size", ns.batch_size, 1),
-            ("steps", ns.steps, 1),
-            ("warmup-steps", ns.warmup_steps, 0),
-            ("num-classes", ns.num_classes, 2),
-            ("threads", ns.threads, 0),
-            ("features", ns.features, 1),
-            ("samples", ns.samples, 1),
-        )
-        if not ns.lr > 0:
-            raise ParameterError("lr", ns.lr, "a number > 0")
-        if not ns.noise >= 0:
-            raise ParameterError("noise", ns.noise, "a number >= 0")
-    except ParameterError as exc:
-        parser.error(str(exc))
+    extra = (("features", ns.features, 1), ("samples", ns.samples, 1))
+    if ns.task == "regression":
+        model, image_size = REGRESSION_MODEL, 0
+        check_counts(ns, *extra)
+    else:
+        model, image_size = check_training(ns, *extra)
+    if not ns.noise >= 0:
+        raise ParameterError("noise", ns.noise, "a number >= 0")
     cfg = Config(
         model=model,
         batch_size=ns.batch_size,
@@ -410,8 +383,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Any, Options]:
         threads=ns.threads,
         data=ns.task,
     )
-    opts = Options(ns.mode, ns.task, ns.features, ns.samples, ns.noise)
-    return cfg, opts
+    return cfg, Options(ns.mode, ns.task, ns.features, ns.samples, ns.noise)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 from lab.bench.backends import BACKENDS, EngineUnavailable
+from lab.bench.flags import OPTIMIZERS, parse_checked, training_parser
 from lab.bench.models import check_image_size, get_spec
 from lab.errors import ParameterError, require_at_least
 
-OPTIMIZERS = ("sgd", "momentum", "adam")
 MONITORS = ("none", "noise-scale", "variance")
 DATA = ("synthetic",)
 
@@ -56,30 +56,14 @@ class Config:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m lab.bench.synthetic",
-        description="Synthetic image-classification training benchmark on a real engine.",
+    p = training_parser(
+        "python -m lab.bench.synthetic",
+        "Synthetic image-classification training benchmark on a real engine.",
     )
-    p.add_argument(
-        "--model", default="tiny_cnn", help="keras application name or tiny_cnn, small_cnn"
-    )
-    p.add_argument("--batch-size", type=int, default=32, help="per-rank batch size")
-    p.add_argument(
-        "--image-size", type=int, default=None, help="square input size (default: the model's)"
-    )
-    p.add_argument("--num-classes", type=int, default=10)
-    p.add_argument("--warmup-steps", type=int, default=5, help="steps run before timing counts")
-    p.add_argument("--steps", type=int, default=20, help="timed steps (per worker)")
-    p.add_argument("--optimizer", choices=OPTIMIZERS, default="sgd")
-    p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--seed", type=int, default=1)
     p.add_argument("--backend", choices=tuple(BACKENDS), default="single")
     p.add_argument("--monitor", choices=MONITORS, default="none")
     p.add_argument("--interval", type=int, default=1, help="compute the monitor every K steps")
     p.add_argument("--data", choices=DATA, default="synthetic")
-    p.add_argument(
-        "--threads", type=int, default=0, help="TensorFlow intra/inter-op threads (0: TF's default)"
-    )
     p.add_argument(
         "--port-base",
         type=int,
@@ -129,32 +113,32 @@ def check_config(cfg: Config) -> None:
 
 def parse_args(argv: Sequence[str] | None = None) -> Config:
     """Parse and check flags; on a bad flag print the allowed values and exit with 2."""
-    parser = _parser()
-    ns = parser.parse_args(argv)
-    try:
-        spec = get_spec(ns.model)
-        image_size = spec.default_size if ns.image_size is None else ns.image_size
-        cfg = Config(
-            model=spec.name,
-            batch_size=ns.batch_size,
-            image_size=image_size,
-            num_classes=ns.num_classes,
-            warmup_steps=ns.warmup_steps,
-            steps=ns.steps,
-            optimizer=ns.optimizer,
-            lr=ns.lr,
-            seed=ns.seed,
-            backend=ns.backend,
-            monitor=ns.monitor,
-            interval=ns.interval,
-            data=ns.data,
-            threads=ns.threads,
-            port_base=ns.port_base,
-            ps_wait=ns.ps_wait,
-        )
-        check_config(cfg)
-    except ParameterError as exc:
-        parser.error(str(exc))
+    return parse_checked(_parser(), _config, argv)
+
+
+def _config(ns: argparse.Namespace) -> Config:
+    """The checked Config from parsed flags (raises ParameterError)."""
+    spec = get_spec(ns.model)
+    image_size = spec.default_size if ns.image_size is None else ns.image_size
+    cfg = Config(
+        model=spec.name,
+        batch_size=ns.batch_size,
+        image_size=image_size,
+        num_classes=ns.num_classes,
+        warmup_steps=ns.warmup_steps,
+        steps=ns.steps,
+        optimizer=ns.optimizer,
+        lr=ns.lr,
+        seed=ns.seed,
+        backend=ns.backend,
+        monitor=ns.monitor,
+        interval=ns.interval,
+        data=ns.data,
+        threads=ns.threads,
+        port_base=ns.port_base,
+        ps_wait=ns.ps_wait,
+    )
+    check_config(cfg)
     return cfg
 
 

@@ -27,6 +27,13 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m lab.bench.torch_synthetic", description=__doc__)
     p.add_argument("--model", default="tiny_cnn", help="tiny_cnn or a torchvision model name")
     p.add_argument("--batch-size", type=int, default=32, help="per-rank batch size")
+    p.add_argument(
+        "--micro-batches",
+        type=int,
+        default=1,
+        help="batches run one after another per step before one optimizer step (as K logical "
+        "workers time-sharing one device); a step's samples are K x batch size",
+    )
     p.add_argument("--image-size", type=int, default=32)
     p.add_argument("--num-classes", type=int, default=10)
     p.add_argument("--warmup-steps", type=int, default=3)
@@ -83,7 +90,7 @@ def _setup_dist(device_kind: str) -> tuple[int, int, int]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     ns = parser.parse_args(argv)
-    for flag in ("batch_size", "steps", "image_size", "interval"):
+    for flag in ("batch_size", "micro_batches", "steps", "image_size", "interval"):
         if getattr(ns, flag) < 1:
             parser.error(f"--{flag.replace('_', '-')}={getattr(ns, flag)} must be >= 1")
     import torch
@@ -125,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     labels = torch.randint(0, ns.num_classes, (ns.batch_size,), generator=gen).to(device)
     cfg = Config(
         model=ns.model,
-        batch_size=ns.batch_size,
+        batch_size=ns.batch_size * ns.micro_batches,
         image_size=ns.image_size,
         num_classes=ns.num_classes,
         warmup_steps=ns.warmup_steps,
@@ -145,6 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         torch=torch.__version__,
         device_name=name,
         amp=ns.amp,
+        micro_batches=ns.micro_batches,
     )
     ema = NoiseScaleEMA()
     params = [p for p in model.parameters() if p.requires_grad]
@@ -157,9 +165,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sync()
         start = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        with torch.autocast(kind, dtype=torch.bfloat16, enabled=ns.amp):
-            loss = torch.nn.functional.cross_entropy(net(images), labels)
-        loss.backward()
+        for _ in range(ns.micro_batches):
+            with torch.autocast(kind, dtype=torch.bfloat16, enabled=ns.amp):
+                loss = torch.nn.functional.cross_entropy(net(images), labels)
+            loss.backward()
         measured = ns.monitor != "none" and i % ns.interval == 0
         if world > 1 and not use_ddp:
             flat = torch.cat([p.grad.reshape(-1) for p in params])

@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab.errors import HostSpecError
+from lab.cluster.device_types import (
+    DeviceType,
+    assign_device_types,
+    emulated_with_cpu,
+    parse_device_types,
+)
+from lab.cluster.profile_schema import check_profile
+from lab.errors import HostSpecError, ParameterError
 
 LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "local"})
 PROFILE_DIR = Path(__file__).resolve().parents[2] / "env" / "clusters"
@@ -34,6 +41,8 @@ class Host:
         python: the Python interpreter to run workloads with on that host.
         workdir: the directory ranks start in on that host.
         namespace: the network namespace it lives in (emulated clusters only).
+        device_type: the name of its device type in the cluster's ``device_types``; its
+            ranks inherit that type's threads, ISA and CPU share.
     """
 
     name: str
@@ -45,6 +54,7 @@ class Host:
     python: str | None = None
     workdir: str | None = None
     namespace: str | None = None
+    device_type: str | None = None
 
     @property
     def is_local(self) -> bool:
@@ -85,6 +95,7 @@ class Cluster:
     emulated: dict[str, Any] | None = None
     description: str = ""
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    device_types: tuple[DeviceType, ...] = ()
 
     @property
     def slots(self) -> int:
@@ -93,6 +104,14 @@ class Cluster:
     @property
     def is_local(self) -> bool:
         return all(h.is_local for h in self.hosts) and not self.emulated
+
+    def device_type(self, name: str) -> DeviceType:
+        """The device type called ``name``; ParameterError naming the known ones if none."""
+        for dt in self.device_types:
+            if dt.name == name:
+                return dt
+        known = ", ".join(dt.name for dt in self.device_types) or "none (add device_types)"
+        raise ParameterError("device_type", name, f"types of cluster {self.name!r}: {known}")
 
     def host_string(self) -> str:
         """The hosts in the ``h1:4,h2:4`` form that mpirun, horovodrun and kungfu-run take."""
@@ -184,14 +203,7 @@ def load_profile(name_or_path: str | os.PathLike[str]) -> Cluster:
 def cluster_from_dict(data: dict[str, Any], default_name: str, source: str = "") -> Cluster:
     """Build a Cluster from a profile's parsed YAML (see env/clusters/example.yaml)."""
     where = source or default_name
-    if not isinstance(data, dict):
-        raise HostSpecError(f"cluster profile {where}: expected a mapping at top level")
-    known = {"name", "hosts", "python", "workdir", "emulated", "description", "ssh"}
-    unknown = set(data) - known
-    if unknown:
-        raise HostSpecError(
-            f"cluster profile {where}: unknown keys {sorted(unknown)}; allowed: {sorted(known)}"
-        )
+    check_profile(data, where)  # every key and type, naming the file and the key
     python, workdir = data.get("python"), data.get("workdir")
     ssh = data.get("ssh") or {}
     hosts: list[Host] = []
@@ -222,11 +234,16 @@ def cluster_from_dict(data: dict[str, Any], default_name: str, source: str = "")
                     ssh_user=h.get("ssh_user", ssh.get("user")),
                     python=h.get("python", python),
                     workdir=h.get("workdir", workdir),
+                    device_type=h.get("device_type"),
                 )
             )
     else:
         raise HostSpecError(f"cluster profile {where}: 'hosts' (or 'emulated') is required")
     _check_unique(hosts, where)
+    types = parse_device_types(data.get("device_types"), where)
+    hosts = assign_device_types(hosts, data.get("host_device_types"), types, where)
+    if emulated is not None:
+        emulated = emulated_with_cpu(emulated, hosts, types)
     return Cluster(
         name=str(data.get("name", default_name)),
         hosts=tuple(hosts),
@@ -237,6 +254,7 @@ def cluster_from_dict(data: dict[str, Any], default_name: str, source: str = "")
         extra={"ssh_options": [str(o) for o in ssh.get("options", [])]}
         if ssh.get("options")
         else {},
+        device_types=tuple(types.values()),
     )
 
 

@@ -47,7 +47,11 @@ class ProcessTracker:
         self._warned = False
 
     def snapshot(self, procs: Iterable[Proc]) -> None:
-        """Record the live descendants of every running guard; learn each rank's pid."""
+        """Record the live descendants of every running guard; learn each rank's pid.
+
+        Walks down from each guard through /proc/PID/task/*/children (a few reads per
+        run, where listing every process on a shared machine costs tens of ms).
+        """
         try:
             import psutil
         except ImportError:
@@ -55,23 +59,20 @@ class ProcessTracker:
                 self._warned = True
                 log.warning("psutil is missing; relying on the guards alone")
             return
-        children: dict[int, list[Any]] = {}
-        for pr in psutil.process_iter(["ppid"]):
-            children.setdefault(pr.info["ppid"], []).append(pr)
+        from lab.cluster.guard import descendants
+
         for p in procs:
             if p.popen is None or p.code is not None:
                 continue
-            direct = children.get(p.popen.pid, [])
-            if p.rank_pid is None and direct and not p.remote:
-                p.rank_pid = direct[0].pid
-            todo = list(direct)
-            while todo:
-                pr = todo.pop()
+            found = descendants(p.popen.pid)  # the guard's own children come first
+            if p.rank_pid is None and found and not p.remote:
+                p.rank_pid = found[0]
+            for pid in found:
                 try:
-                    self._tracked.setdefault((pr.pid, pr.create_time()), pr)
+                    pr = psutil.Process(pid)
+                    self._tracked.setdefault((pid, pr.create_time()), pr)
                 except psutil.Error:
                     continue
-                todo.extend(children.get(pr.pid, []))
 
     def kill_leftovers(self) -> int:
         """SIGKILL every tracked process still alive; return how many there were."""

@@ -150,7 +150,9 @@ class Supervisor:
 
     def _prepare(self, spec: ProcessSpec) -> Proc:
         env = {"PYTHONUNBUFFERED": "1", **spec.env, RUN_ID_ENV: self.run_id}
-        guard = [sys.executable, str(GUARD_PATH)]
+        # -I -S: the guard is stdlib-only, so it skips site (the venv's .pth files) and
+        # the user's PYTHON* variables; its child still gets the whole environment.
+        guard = [sys.executable, "-I", "-S", str(GUARD_PATH)]
         if spec.host.is_local or spec.host.namespace is not None:
             cwd = spec.cwd or str(rundir.REPO_ROOT)
             argv = [*guard, "--grace", f"{self.grace:g}", "--", *spec.argv]
@@ -187,6 +189,10 @@ class Supervisor:
                 cwd=proc.cwd,
             )
             proc.started = time.time()
+            waiter = threading.Thread(
+                target=self._wait, args=(proc,), name=f"lab-wait-{proc.spec.ranks}", daemon=True
+            )
+            waiter.start()
             for name, pipe in (("stdout", proc.popen.stdout), ("stderr", proc.popen.stderr)):
                 t = threading.Thread(
                     target=self._read,
@@ -197,6 +203,14 @@ class Supervisor:
                 t.start()
                 proc.readers.append(t)
             log.debug("started %s (pid %d)", proc.spec.argv, proc.popen.pid)
+
+    def _wait(self, proc: Proc) -> None:
+        """Wake the watch loop the moment a process exits (it need not poll for it)."""
+        assert proc.popen is not None
+        try:
+            proc.popen.wait()
+        finally:
+            self._wake.set()
 
     # -- output ---------------------------------------------------------------------------
 

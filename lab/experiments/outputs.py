@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,34 +28,90 @@ def slug(text: str) -> str:
     return "_".join(p for p in out.split("_") if p) or "figure"
 
 
+def combined_status(verdicts: Sequence[Verdict]) -> Status:
+    """One figure's status from its claims: not reproduced if any claim is not, reproduced
+    only if every claim is, else not resolved (or not measured when none was)."""
+    statuses = {v.status for v in verdicts}
+    if Status.NOT_REPRODUCED in statuses:
+        return Status.NOT_REPRODUCED
+    if statuses == {Status.REPRODUCED}:
+        return Status.REPRODUCED
+    if statuses == {Status.NOT_MEASURED}:
+        return Status.NOT_MEASURED
+    return Status.NOT_RESOLVED
+
+
 def conclude(
-    verdict: Verdict,
+    verdict: Verdict | Sequence[Verdict],
     room: str,
     figure: Any = None,
     save_figure: bool | None = None,
     results: str | Path | None = None,
-) -> Verdict:
-    """Save the verdict (and figure), print its sentence, and return it.
+) -> Verdict | list[Verdict]:
+    """Save the verdict (or the several claims of one figure) and the figure, print the
+    sentences, and return what was given.
 
     Args:
-        verdict: computed from the data by the room's verdict function.
+        verdict: computed from the data by the room's verdict function; several verdicts
+            must name the same figure (e.g. one per published ratio) and are saved together.
         room: the paper's room (``"kungfu"``, ``"p3"`` ...): the folder it is saved in.
         figure: the plotly figure the verdict belongs to.
-        save_figure: write the figure's HTML (default: in a batch run only).
+        save_figure: write the figure's HTML and PNG (default: in a batch run only).
         results: the results root (default: ``lab.metrics.layout.results_root()``).
 
     Raises:
-        NothingMeasured: the verdict claims a measurement but names no run behind it.
+        NothingMeasured: a verdict claims a measurement but names no run behind it.
     """
-    if verdict.status is not Status.NOT_MEASURED and not verdict.runs:
-        raise NothingMeasured(f"{verdict.paper} {verdict.figure}: a verdict with no run behind it")
+    many = list(verdict) if isinstance(verdict, Sequence) else [verdict]
+    if not many:
+        raise NothingMeasured(f"{room}: no verdict to conclude with")
+    names = {v.figure for v in many}
+    if len(names) != 1:
+        raise ValueError(f"one figure per conclude call, got {sorted(names)}")
+    for v in many:
+        if v.status is not Status.NOT_MEASURED and not v.runs:
+            raise NothingMeasured(f"{v.paper} {v.figure}: a verdict with no run behind it")
     root = results_root(results)
-    save_verdict(verdict, root / "verdicts" / room)
+    name = slug(many[0].figure)
+    if len(many) == 1:
+        save_verdict(many[0], root / "verdicts" / room)
+    else:
+        out = root / "verdicts" / room / f"{name}.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        record = {
+            **many[0].to_dict(),
+            "status": combined_status(many).value,
+            "claims": [v.to_dict() for v in many],
+        }
+        record["claim"] = "; ".join(v.claim for v in many)
+        record["why"] = " ".join(f"[{v.status.value}] {v.why}" for v in many)
+        record["runs"] = sorted({r for v in many for r in v.runs})
+        out.write_text(json.dumps(record, indent=2) + "\n")
     if figure is not None and (in_batch() if save_figure is None else save_figure):
-        out = root / "figures" / room / f"{slug(verdict.figure)}.html"
+        out = root / "figures" / room / f"{name}.html"
         out.parent.mkdir(parents=True, exist_ok=True)
         figure.write_html(out, include_plotlyjs=True, full_html=True)
-        out.with_suffix(".runs.json").write_text(json.dumps(list(verdict.runs), indent=1) + "\n")
+        runs = sorted({r for v in many for r in v.runs})
+        out.with_suffix(".runs.json").write_text(json.dumps(runs, indent=1) + "\n")
+        write_png(figure, out.with_suffix(".png"))
         log.info("figure written to %s", out)
-    print(verdict.sentence())
-    return verdict
+    for v in many:
+        print(v.sentence())
+    return verdict if isinstance(verdict, Verdict) else many
+
+
+def write_png(figure: Any, path: Path) -> bool:
+    """A static image of the figure through kaleido and the system's Chromium; False (with
+    a warning) where they are missing, so a machine without a browser still gets HTML."""
+    import os
+    import shutil
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser:
+        os.environ.setdefault("BROWSER_PATH", browser)
+    try:
+        figure.write_image(path, width=900, height=520)
+    except Exception as exc:  # kaleido or a browser missing: the HTML still stands
+        log.warning("no PNG for %s (%s)", path.name, exc)
+        return False
+    return True

@@ -28,7 +28,9 @@ def run_sweep(
 
     Args:
         experiment: the run directories' group.
-        points: parameter dicts (see ``run_point``); the scale's defaults are filled in.
+        points: parameter dicts. A point with a ``system`` is a benchmark point (see
+            ``run_point``; the scale's defaults are filled in); others are a paper room's
+            own points and go to ``run`` as they are, with ``cluster`` and ``scale``.
         figure: builds a plotly figure from the summary so far; redrawn after each point.
         rerun: run finished points again.
         run: runs one completed point (default: ``run_point`` with these settings).
@@ -45,7 +47,12 @@ def run_sweep(
 
     strict = in_batch() if strict is None else strict
     where = cluster_name(cluster)
-    full = [complete_point({"cluster": where, **p}, scale) for p in points]
+    full = [
+        complete_point({"cluster": where, **p}, scale)
+        if "system" in p
+        else {"cluster": where, **p, "scale": scale}  # a paper room's own kind of point
+        for p in points
+    ]
     live = LiveFigure(figure) if figure is not None else None
 
     def one(point: dict[str, Any]) -> Any:

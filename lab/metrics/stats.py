@@ -232,3 +232,40 @@ def overhead(
 
 def _plain(x: Quantity) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def paired_ratio(
+    num: Sequence[float | None], den: Sequence[float | None], confidence: float = CONFIDENCE
+) -> Estimate:
+    """Mean of the per-pair ratios ``num[i] / den[i]`` with the t-interval over pairs.
+
+    Measurements taken in the same round of an interleaved schedule share that round's
+    machine state (other users' load, thermal drift); the ratio within a round cancels
+    what they share, so its spread is smaller than that of two independent means. Pairs
+    with a missing (None/NaN) or zero denominator are left out.
+    """
+    ratios = []
+    for a, b in zip(num, den, strict=False):
+        if a is None or b is None or _isnan(a) or _isnan(b) or float(b) == 0:
+            continue
+        ratios.append(float(a) / float(b))
+    return mean_ci(ratios, confidence)
+
+
+def step_times(records: pd.DataFrame) -> pd.DataFrame:
+    """Every step a run timed, warm-up included: ``rank``, ``step``, ``samples``, ``seconds``.
+
+    For warm-up detection from the data (lab.metrics.protocol.steady_state_start), so
+    steps the workload flagged as warm-up are kept. One source of records per rank, the
+    lab's own where present; rows in (rank, step) order; steps without a time are dropped.
+    """
+    cols = ["rank", "step", "samples", "seconds"]
+    if records is None or records.empty or "kind" not in records:
+        return pd.DataFrame(columns=cols)
+    steps = records[records["kind"] == "step"].copy()
+    for col in cols:
+        steps[col] = pd.to_numeric(steps[col], errors="coerce") if col in steps else math.nan
+    steps = steps[steps["seconds"].notna() & (steps["seconds"] > 0)]
+    steps["rank"] = steps["rank"].fillna(-1).astype(int)
+    steps = _one_source_per_rank(steps)
+    return steps.sort_values(["rank", "step"], kind="stable")[cols].reset_index(drop=True)

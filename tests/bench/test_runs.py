@@ -90,6 +90,7 @@ def test_single_tiny_cnn_prints_every_record_kind():
     head = recs[0]
     assert head["model"] == "tiny_cnn" and head["backend"] == "single" and head["params"] > 0
     assert head["world_size"] == 1 and head["device"] in ("CPU", "GPU") and head["tf"]
+    assert head["versions"]["tensorflow"] and head["host"]  # where the rank ran
     check_steps(recs, 0, 2, 4)
     summary = recs[-1]
     assert summary["img_per_sec"] > 0 and summary["total"] == summary["img_per_sec"]

@@ -169,3 +169,22 @@ def test_conclude_saves_the_verdict_it_prints(tmp_path: Path, capsys) -> None:
     assert v.sentence() in capsys.readouterr().out
     with pytest.raises(NothingMeasured):
         conclude(Verdict("P", "Fig 3", "x", Status.REPRODUCED), "room", results=tmp_path)
+
+
+def test_several_claims_of_one_figure_are_saved_together(tmp_path: Path) -> None:
+    from lab.experiments import Status, Verdict, conclude
+
+    claims = [
+        Verdict("E", "Fig 14", "JCT", Status.REPRODUCED, 3.6, runs=("r1",)),
+        Verdict("E", "Fig 14", "makespan", Status.NOT_RESOLVED, 1.04, runs=("r2",)),
+    ]
+    conclude(claims, "room", results=tmp_path)
+    saved = json.loads((tmp_path / "verdicts" / "room" / "fig_14.json").read_text())
+    assert saved["status"] == "not resolved at this scale" and len(saved["claims"]) == 2
+    assert saved["runs"] == ["r1", "r2"]
+    with pytest.raises(ValueError, match="one figure"):
+        conclude(
+            [claims[0], Verdict("E", "Fig 15", "x", Status.REPRODUCED, runs=("r",))],
+            "room",
+            results=tmp_path,
+        )

@@ -159,6 +159,7 @@ class Reporter:
             seed=c.seed,
             host=socket.gethostname(),
             pid=os.getpid(),
+            versions=rank_versions(),  # where the rank ran, not the launching machine
             **self.extra,
             **more,
         )
@@ -237,3 +238,18 @@ def run_loop(
         if outputs and on_metrics is not None:
             on_metrics(i, outputs)
     reporter.summary()
+
+
+def rank_versions() -> dict[str, str | None]:
+    """Python's and the engines' versions as installed where this rank runs (read from
+    package metadata: cheap, imports nothing)."""
+    import importlib.metadata
+    import platform
+
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for dist in ("tensorflow", "tf-keras", "horovod", "torch", "kungfu", "mpi4py"):
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            out[dist] = None
+    return out

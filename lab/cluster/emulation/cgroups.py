@@ -3,6 +3,9 @@
 Supports what the machine has: the cgroup v1 ``cpu`` controller (``cpu.cfs_quota_us``)
 or a cgroup v2 hierarchy with ``cpu`` available (``cpu.max``); v1 is preferred when
 both are mounted, since v2 mounts beside v1 often have no controllers (hybrid layout).
+On v1 the CPU a group used is counted by ``cpuacct``; where that controller is mounted
+apart from ``cpu``, each group gets a twin there (``accounting_dir``) that its processes
+join too, so a host's CPU time can be read (lab.cluster.emulation.hoststats).
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ class CgroupDriver:
         four emulated hosts together would get the CPU time of one process beside them.
         """
         path.mkdir(exist_ok=True)
+        if self.version == 1 and (twin := accounting_dir(path)) and twin.parent.is_dir():
+            twin.mkdir(exist_ok=True)
         if self.version == 2:
             _enable_cpu(path.parent)
         quota = None if cpu is None else max(1000, round(cpu * PERIOD_US))
@@ -63,7 +68,14 @@ class CgroupDriver:
             return []
 
     def remove(self, path: Path, grace: float = 5.0) -> None:
-        """End what still runs in ``path`` (only the lab puts processes there), then rmdir."""
+        """End what still runs in ``path`` (only the lab puts processes there), then rmdir
+        it and its cpuacct twin, if any."""
+        twin = accounting_dir(path) if self.version == 1 else None
+        self._remove(path, grace)
+        if twin is not None:
+            self._remove(twin, grace)
+
+    def _remove(self, path: Path, grace: float) -> None:
         if not path.exists():
             return
         deadline = time.monotonic() + grace
@@ -91,6 +103,20 @@ class CgroupDriver:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
+
+
+def accounting_dir(path: str | Path) -> Path | None:
+    """Where a v1 ``cpu`` group's twin lives in a separate ``cpuacct`` hierarchy (None
+    when ``cpuacct`` is mounted with ``cpu``, is not mounted, or ``path`` is not v1)."""
+    path = Path(path)
+    mounts = _mounts()
+    acct = [Path(m) for m, fs, opts in mounts if fs == "cgroup" and "cpuacct" in opts]
+    for mount, fstype, opts in mounts:
+        if fstype == "cgroup" and "cpu" in opts and path.is_relative_to(mount):
+            if "cpuacct" in opts or not acct:
+                return None
+            return acct[0] / path.relative_to(mount)
+    return None
 
 
 def weight_for(cpu: float | None, slots: int) -> int:

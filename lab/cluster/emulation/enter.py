@@ -1,8 +1,9 @@
 """Join an emulated host's cgroup, then exec a command (stdlib only; started with ``-I``).
 
-    python -I enter.py --cgroup DIR [--env K=V ...] -- ip netns exec NS argv...
+    python -I enter.py --cgroup DIR [--cgroup DIR ...] [--env K=V ...] -- ip netns exec NS argv...
 
-The process joins the cgroup *before* it execs, so the rank and all its children are
+The process joins the cgroups (a host's cpu group and, on cgroup v1, its cpuacct twin)
+*before* it execs, so the rank and all its children are
 held to the host's CPU share. The cgroup is joined outside the namespace because
 ``ip netns exec`` remounts /sys, hiding the cgroup tree. ``--env`` values are defaults:
 variables already set win.
@@ -20,11 +21,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit("usage: enter.py --cgroup DIR [--env K=V ...] -- COMMAND...")
     cut = args.index("--")
     opts, command = args[:cut], args[cut + 1 :]
-    cgroup, env = None, {}
+    cgroups, env = [], {}
     i = 0
     while i < len(opts):
         if opts[i] == "--cgroup" and i + 1 < len(opts):
-            cgroup = opts[i + 1]
+            cgroups.append(opts[i + 1])
         elif opts[i] == "--env" and i + 1 < len(opts) and "=" in opts[i + 1]:
             key, _, value = opts[i + 1].partition("=")
             env[key] = value
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> None:
         i += 2
     if not command:
         sys.exit("enter.py: no command after --")
-    if cgroup:
+    for cgroup in cgroups:
         with open(os.path.join(cgroup, "cgroup.procs"), "w") as fh:
             fh.write(str(os.getpid()))
     for key, value in env.items():

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from lab.cluster.emulation import cgroups, netns, shaping, state
+from lab.cluster.emulation import cgroups, fair, netns, shaping, state
 from lab.cluster.emulation.spec import HostSpec, host_specs, requested_subnet
 from lab.cluster.inventory import Cluster, Host
 from lab.errors import LaunchError
@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 ENTER = str(Path(__file__).with_name("enter.py"))
 _ACTIVE: dict[str, str] = {}  # namespace -> cgroup directory, for clusters up in this process
 _SERVERS: dict[str, list[subprocess.Popen]] = {}  # tag -> sshd processes started here
+_FAIR: dict[str, dict[str, str]] = {}  # namespace -> its fair defaults (lab.cluster.emulation.fair)
 
 
 def missing() -> str | None:
@@ -40,9 +41,11 @@ def missing() -> str | None:
 
 
 def host_env(host: Host) -> dict[str, str]:
-    """Defaults that make engines in a host use its bridge interface, not loopback."""
+    """Defaults that make engines in a host use its bridge interface, not loopback, and
+    the host's fair settings (lab.cluster.emulation.fair)."""
     iface = netns.HOST_IFNAME
     return {
+        **_FAIR.get(host.namespace or "", {}),
         "GLOO_SOCKET_IFNAME": iface,
         "TP_SOCKET_IFNAME": iface,
         "NCCL_SOCKET_IFNAME": iface,
@@ -72,6 +75,9 @@ def wrap_argv(host: Host, argv: Sequence[str]) -> list[str]:
             "lab.cluster.emulation.prepare (or that cluster has been taken down)"
         )
     env = [x for k, v in host_env(host).items() for x in ("--env", f"{k}={v}")]
+    twin = cgroups.accounting_dir(group)
+    if twin is not None and twin.is_dir():
+        env = ["--cgroup", str(twin), *env]
     return [sys.executable, "-I", ENTER, "--cgroup", group, *env, "--",
             "ip", "netns", "exec", host.namespace, *argv]  # fmt: skip
 
@@ -158,6 +164,7 @@ def _build(
     parent = Path(rec.cgroups[-1])
     slots = [h.slots for h in cluster.hosts]
     weights = [cgroups.weight_for(s.cpu, n) for s, n in zip(specs, slots, strict=True)]
+    fair_setting = fair.check_fair((cluster.emulated or {}).get("fair"))
     driver.create(parent, None, weight=sum(weights))
     bridge_ip = subnet.broadcast_address - 1
     netns.create_bridge(rec.bridge, f"{bridge_ip}/{prefix}")
@@ -170,8 +177,10 @@ def _build(
         latency_ok &= shaping.shape(veth, None, spec.bandwidth, spec.latency)
         latency_ok &= shaping.shape(netns.HOST_IFNAME, ns, spec.bandwidth, spec.latency)
         hosts.append(replace(host, address=address, namespace=ns))
+        _FAIR[ns] = fair.fair_env(spec.cpu, fair_setting)
         info[host.name] = {"cpu": spec.cpu, "bandwidth": spec.bandwidth,
-                           "latency": spec.latency, "cgroup": group, "veth": veth}  # fmt: skip
+                           "latency": spec.latency, "cgroup": group, "veth": veth,
+                           "env": dict(_FAIR[ns])}  # fmt: skip
         _ACTIVE[ns] = group
     if not latency_ok:
         log.warning(
@@ -189,7 +198,7 @@ def _build(
         "emulation": {
             "tag": rec.tag, "subnet": rec.subnet, "bridge": rec.bridge,
             "bridge_address": str(bridge_ip), "cgroup_version": driver.version,
-            "latency_emulated": latency_ok, "hosts": info,
+            "latency_emulated": latency_ok, "fair": fair_setting, "hosts": info,
         },
     }  # fmt: skip
     return replace(cluster, hosts=tuple(hosts), extra=extra)
@@ -205,6 +214,7 @@ def _teardown(rec: state.Record) -> None:
     existing = set(netns.list_netns())
     for ns in rec.netns:
         _ACTIVE.pop(ns, None)
+        _FAIR.pop(ns, None)
         if ns in existing:
             for pid in netns.netns_pids(ns):
                 log.warning("ending pid %d left in namespace %s", pid, ns)

@@ -1,4 +1,4 @@
-"""The embedded default launcher: one plain process per rank, and helpers every launcher shares.
+"""The embedded default launcher: one plain process per rank.
 
 Each rank gets the variables torch.distributed, TensorFlow and the lab's workloads read
 (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, CROSS_RANK, CROSS_SIZE, MASTER_ADDR,

@@ -6,8 +6,8 @@ from lab.metrics.published import Published
 
 KUNGFU_OSDI20 = "KungFu (OSDI'20)"
 _KUNGFU_README = (
-    "KungFu artifact README 'KungFu Artifact Evaluation OSDI 2020' (osdi20/README.md, "
-    "osdi20-artifact branch of github.com/lsds/KungFu)"
+    "KungFu artifact README osdi20/README.md, github.com/lsds/KungFu at commit "
+    "f85878991fbf53dfc5c0297844caa0c0a2de80dd (osdi20-artifact branch)"
 )
 
 

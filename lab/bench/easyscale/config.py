@@ -1,0 +1,195 @@
+"""What one EasyScale stage asks for, checked before any process starts.
+
+Pure (no torch): the CLI checks its flags with it inside each rank, and the experiment
+side checks the same object before it launches anything, so a placement that cannot be
+made, an unknown determinism level or a malformed device type never reaches a rank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from lab.errors import ParameterError
+
+SYSTEMS = ("est", "ddp", "plain")
+REDUCES = ("canonical", "vanilla")
+ISAS = ("native", "avx2", "avx512")
+MODELS = ("bn_cnn",)
+_LEVELS = {"D0": (False, False), "D1": (True, False), "D2": (False, True)}
+_LEVELS |= {"D0+D2": (False, True), "D1+D2": (True, True)}
+LEVELS = ("D0", "D1", "D0+D2", "D1+D2")
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """A device type as a rank sees it: intra-op threads and the CPU ISA its kernels use.
+
+    Two processes that differ in either compute different bits for the same step (as a
+    V100 and a P100 do); a CPU share (cgroup quota) changes only their speed and is applied
+    by the cluster, not here.
+    """
+
+    name: str = "cpu"
+    threads: int = 1
+    isa: str = "native"
+
+    def text(self) -> str:
+        return f"{self.name}:{self.threads}:{self.isa}"
+
+
+def parse_level(level: str) -> tuple[bool, bool]:
+    """``(d1, d2)`` for a level name: D0, D1, D2 (= D0+D2), D0+D2 or D1+D2."""
+    key = str(level).upper().replace(" ", "")
+    if key not in _LEVELS:
+        raise ParameterError("level", level, ", ".join(LEVELS))
+    return _LEVELS[key]
+
+
+def parse_device(text: str) -> DeviceSpec:
+    """``NAME:THREADS:ISA`` (e.g. ``fast:2:native``, ``slow:1:avx2``) as a DeviceSpec."""
+    parts = str(text).split(":")
+    allowed = f"NAME:THREADS:ISA with THREADS >= 1 and ISA among {', '.join(ISAS)}"
+    if len(parts) != 3 or not parts[0]:
+        raise ParameterError("device", text, allowed)
+    name, threads, isa = parts
+    if not threads.isdigit() or int(threads) < 1 or isa.lower() not in ISAS:
+        raise ParameterError("device", text, allowed)
+    return DeviceSpec(name, int(threads), isa.lower())
+
+
+def split_placement(ests: int, processes: int, placement: str | None = None) -> tuple[int, ...]:
+    """ESTs per process: ``"2,1,1"`` as given, or an even split when None.
+
+    Raises:
+        ParameterError: more processes than ESTs, an even split that does not divide, or a
+            placement whose length or sum does not match.
+    """
+    if not isinstance(ests, int) or ests < 1:
+        raise ParameterError("ests", ests, "an integer >= 1")
+    if not isinstance(processes, int) or processes < 1:
+        raise ParameterError("np", processes, "an integer >= 1")
+    if processes > ests:
+        raise ParameterError("np", processes, f"at most ests={ests} processes (one EST each)")
+    if placement is None or placement == "":
+        if ests % processes:
+            allowed = f"a number of ESTs divisible by np={processes}, or an explicit placement"
+            raise ParameterError("ests", ests, allowed)
+        return (ests // processes,) * processes
+    try:
+        counts = tuple(int(x) for x in str(placement).split(","))
+    except ValueError:
+        counts = ()
+    if len(counts) != processes or sum(counts) != ests or min(counts, default=0) < 1:
+        allowed = f"{processes} counts >= 1, comma-separated, summing to ests={ests}"
+        raise ParameterError("placement", placement, allowed)
+    return counts
+
+
+@dataclass(frozen=True)
+class Config:
+    """One stage of an EasyScale job (or of a baseline), as flags.
+
+    ``ests`` is the job's number of logical workers for life; ``processes`` how many hold
+    them in this stage; ``devices`` one device type per process (one entry: all alike).
+    """
+
+    system: str = "est"
+    ests: int = 4
+    processes: int = 1
+    placement: str | None = None
+    level: str = "D1"
+    devices: tuple[DeviceSpec, ...] = (DeviceSpec(),)
+    reduce: str = "canonical"
+    switch: bool = True
+    digest: bool = False
+    model: str = "bn_cnn"
+    steps: int = 5
+    start_step: int = 0
+    batch_size: int = 8
+    dataset_size: int = 512
+    image_size: int = 16
+    num_classes: int = 10
+    lr: float = 0.05
+    seed: int = 1
+    save: str = ""
+    resume: str = ""
+    stop_file: str = ""
+
+    def checked(self) -> Config:
+        """This config if it can run; ParameterError naming the first bad field if not."""
+        if self.system not in SYSTEMS:
+            raise ParameterError("system", self.system, ", ".join(SYSTEMS))
+        if self.reduce not in REDUCES:
+            raise ParameterError("reduce", self.reduce, ", ".join(REDUCES))
+        if self.model not in MODELS:
+            raise ParameterError("model", self.model, ", ".join(MODELS))
+        parse_level(self.level)
+        for name in ("steps", "batch_size", "dataset_size", "image_size", "num_classes"):
+            if getattr(self, name) < 1:
+                raise ParameterError(name, getattr(self, name), "an integer >= 1")
+        if self.start_step < 0:
+            raise ParameterError("start_step", self.start_step, "an integer >= 0")
+        if self.system == "ddp" and self.ests != self.processes:
+            raise ParameterError("ests", self.ests, f"np={self.processes} for DDP (one each)")
+        if self.system == "plain" and self.processes != 1:
+            raise ParameterError("np", self.processes, "1 for plain training")
+        self.counts()
+        if len(self.devices) not in (1, self.processes):
+            raise ParameterError(
+                "devices", [d.text() for d in self.devices], f"1 or np={self.processes} types"
+            )
+        per_est = self.dataset_size // self.ests
+        if per_est < self.batch_size:
+            allowed = f">= ests * batch_size = {self.ests * self.batch_size}"
+            raise ParameterError("dataset_size", self.dataset_size, allowed)
+        return self
+
+    def counts(self) -> tuple[int, ...]:
+        """ESTs per process."""
+        if self.system == "plain":
+            return (self.ests,)
+        return split_placement(self.ests, self.processes, self.placement)
+
+    def device_of(self, rank: int) -> DeviceSpec:
+        return self.devices[0] if len(self.devices) == 1 else self.devices[rank]
+
+    def ests_of(self, rank: int) -> range:
+        """The EST indices process ``rank`` holds (contiguous, in rank order)."""
+        counts = self.counts()
+        start = sum(counts[:rank])
+        return range(start, start + counts[rank])
+
+    def with_(self, **changes: object) -> Config:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    def argv(self) -> list[str]:
+        """The workload's flags for this config (``python -m lab.bench.easyscale`` + these)."""
+        out = [
+            f"--system={self.system}",
+            f"--ests={self.ests}",
+            f"--level={self.level}",
+            f"--devices={','.join(d.text() for d in self.devices)}",
+            f"--reduce={self.reduce}",
+            f"--model={self.model}",
+            f"--steps={self.steps}",
+            f"--start-step={self.start_step}",
+            f"--batch-size={self.batch_size}",
+            f"--dataset-size={self.dataset_size}",
+            f"--image-size={self.image_size}",
+            f"--num-classes={self.num_classes}",
+            f"--lr={self.lr!r}",
+            f"--seed={self.seed}",
+        ]
+        if self.placement:
+            out.append(f"--placement={self.placement}")
+        if not self.switch:
+            out.append("--no-switch")
+        if self.digest:
+            out.append("--digest")
+        if self.save:
+            out.append(f"--save={self.save}")
+        if self.resume:
+            out.append(f"--resume={self.resume}")
+        if self.stop_file:
+            out.append(f"--stop-file={self.stop_file}")
+        return out

@@ -1,0 +1,139 @@
+"""One EST's context: what is switched in before its mini-batch and out after it.
+
+An EST owns the global RNG states (torch, NumPy, Python), the model's buffers (BatchNorm
+running statistics and counters), its sampler cursor, and its gradient, which is copied
+out of ``param.grad`` after its backward pass and kept until the sync. Parameters and the
+optimizer state are the job's, shared by all ESTs. Checkpoints hold each EST's context in
+its own file, so a restart with another placement loads exactly the ESTs each process now
+holds.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lab.bench.easyscale.workload import Cursor
+
+SHARED_FILE = "shared.pt"
+
+
+def worker_seed(seed: int, worker: int) -> int:
+    """The RNG seed of logical worker ``worker``: DDP rank i and EST i use the same one."""
+    return seed * 1000 + worker
+
+
+def seed_all(seed: int) -> None:
+    import numpy as np
+    import torch
+
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    random.seed(seed)
+
+
+@dataclass
+class ESTContext:
+    """The state of one logical worker while it is switched out."""
+
+    index: int
+    rng: dict[str, Any] = field(default_factory=dict)
+    buffers: dict[str, Any] = field(default_factory=dict)
+    cursor: Cursor = field(default_factory=Cursor)
+    grad: Any = None
+
+    def capture(self, model: Any) -> None:
+        """Switch out: keep the global RNG states and the model's buffers."""
+        import numpy as np
+        import torch
+
+        self.rng = {
+            "torch": torch.get_rng_state(),
+            "numpy": np.random.get_state(),
+            "python": random.getstate(),
+        }
+        self.buffers = {k: v.detach().clone() for k, v in model.named_buffers()}
+
+    def restore(self, model: Any) -> None:
+        """Switch in: put this EST's RNG states and buffers in place."""
+        import numpy as np
+        import torch
+
+        torch.set_rng_state(self.rng["torch"])
+        np.random.set_state(self.rng["numpy"])
+        random.setstate(self.rng["python"])
+        with torch.no_grad():
+            for name, buf in model.named_buffers():
+                buf.copy_(self.buffers[name])
+
+    def keep_grad(self, params: list[Any]) -> None:
+        """Copy the gradient of this EST's mini-batch out of ``param.grad`` (one flat tensor)."""
+        import torch
+
+        flat = torch.cat([p.grad.reshape(-1) for p in params])
+        self.grad = flat if self.grad is None else self.grad.copy_(flat)
+
+    def to_file(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "rng": self.rng,
+            "buffers": self.buffers,
+            "cursor": (self.cursor.epoch, self.cursor.offset),
+        }
+
+
+def fresh_context(index: int, seed: int, model: Any) -> ESTContext:
+    """A new EST: seeded as DDP rank ``index`` would be, with the model's initial buffers."""
+    seed_all(worker_seed(seed, index))
+    ctx = ESTContext(index)
+    ctx.capture(model)
+    return ctx
+
+
+def est_path(directory: str | Path, index: int) -> Path:
+    return Path(directory) / f"est-{index}.pt"
+
+
+def save_contexts(directory: str | Path, contexts: list[ESTContext]) -> None:
+    import torch
+
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    for ctx in contexts:
+        torch.save(ctx.to_file(), est_path(directory, ctx.index))
+
+
+def load_context(directory: str | Path, index: int) -> ESTContext:
+    import torch
+
+    path = est_path(directory, index)
+    if not path.is_file():
+        raise FileNotFoundError(f"no EST {index} in checkpoint {directory}")
+    data = torch.load(path, weights_only=False)
+    epoch, offset = data["cursor"]
+    return ESTContext(index, data["rng"], data["buffers"], Cursor(epoch, offset))
+
+
+def save_shared(directory: str | Path, model: Any, optimizer: Any, step: int, ests: int) -> None:
+    """Parameters, optimizer state and the next step (written by process 0)."""
+    import torch
+
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
+    torch.save({**state, "step": step, "ests": ests}, Path(directory) / SHARED_FILE)
+
+
+def load_shared(directory: str | Path, model: Any, optimizer: Any, ests: int) -> int:
+    """Load parameters and optimizer state; returns the step to continue from."""
+    import torch
+
+    path = Path(directory) / SHARED_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"no checkpoint at {directory}")
+    data = torch.load(path, weights_only=False)
+    if int(data["ests"]) != ests:
+        raise ValueError(f"checkpoint {directory} has {data['ests']} ESTs, not {ests}")
+    model.load_state_dict(data["model"])
+    optimizer.load_state_dict(data["optimizer"])
+    return int(data["step"])

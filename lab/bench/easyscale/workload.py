@@ -1,0 +1,89 @@
+"""The model and data every EST and every DDP rank trains on.
+
+The data pipeline draws from all three random number generators a training script
+usually touches (Python's ``random`` for flips, NumPy for noise, torch for crops, and
+torch again for dropout), so an EST whose RNG state were shared or lost would show in its
+loss at once. Batches are indexed in the training process (no loader workers), from a
+``DistributedSampler`` whose ``num_replicas`` is the job's number of ESTs for life.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from lab.bench.easyscale.config import Config
+
+
+def build_model(cfg: Config) -> Any:
+    """A small CNN with BatchNorm (per-EST buffers) and dropout (per-EST RNG)."""
+    import torch.nn as nn
+
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1, bias=False),
+        nn.BatchNorm2d(16),
+        nn.ReLU(),
+        nn.Conv2d(16, 32, 3, stride=2, padding=1, bias=False),
+        nn.BatchNorm2d(32),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Dropout(0.2),
+        nn.Linear(32, cfg.num_classes),
+    )
+
+
+class SyntheticImages:
+    """A fixed set of random images and labels, with RNG-driven augmentation per read."""
+
+    def __init__(self, cfg: Config) -> None:
+        import torch
+
+        gen = torch.Generator().manual_seed(cfg.seed)
+        size, side = cfg.dataset_size, cfg.image_size
+        self.images = torch.randn(size, 3, side + 2, side + 2, generator=gen)
+        self.labels = torch.randint(0, cfg.num_classes, (size,), generator=gen)
+        self.side = side
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, i: int) -> tuple[Any, Any]:
+        import numpy as np
+        import torch
+
+        dx, dy = (int(v) for v in torch.randint(0, 3, (2,)))
+        img = self.images[i, :, dy : dy + self.side, dx : dx + self.side]
+        if random.random() < 0.5:
+            img = img.flip(-1)
+        noise = np.random.normal(0.0, 0.05, size=img.shape).astype(np.float32)
+        return img + torch.from_numpy(noise), self.labels[i]
+
+
+@dataclass
+class Cursor:
+    """Where one logical worker is in its shard: the epoch and the next index in it."""
+
+    epoch: int = 0
+    offset: int = 0
+
+
+def next_batch(data: SyntheticImages, cfg: Config, worker: int, cursor: Cursor) -> Any:
+    """The next mini-batch of logical worker ``worker`` (a virtual rank among cfg.ests)."""
+    import torch
+    from torch.utils.data.distributed import DistributedSampler
+
+    sampler = DistributedSampler(
+        data, num_replicas=cfg.ests, rank=worker, shuffle=True, seed=cfg.seed, drop_last=True
+    )
+    sampler.set_epoch(cursor.epoch)
+    order = list(sampler)
+    if cursor.offset + cfg.batch_size > len(order):
+        cursor.epoch, cursor.offset = cursor.epoch + 1, 0
+        sampler.set_epoch(cursor.epoch)
+        order = list(sampler)
+    idx = order[cursor.offset : cursor.offset + cfg.batch_size]
+    cursor.offset += cfg.batch_size
+    items = [data[i] for i in idx]
+    return torch.stack([x for x, _ in items]), torch.stack([y for _, y in items])

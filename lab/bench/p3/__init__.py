@@ -1,0 +1,7 @@
+"""P3 (SysML'19) on torch.distributed: a synchronous parameter server whose schedules
+(``baseline``, ``slicing``, ``p3``) differ only in how parameters travel.
+
+Modules: ``schedule`` (pure: keys, placement, queue order), ``models``, ``config``
+(checked settings and the rank command), ``transport`` (gloo messages), ``ps`` (worker and
+server roles), ``run`` (the rank program).
+"""

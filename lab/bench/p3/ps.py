@@ -1,0 +1,204 @@
+"""The two roles every host plays: a worker (gradients out, parameters in, per-layer
+forward waits) and a server shard (sums the workers' pushes of its keys, applies SGD,
+answers). Both send through one ``SendQueue`` each, FIFO or by priority.
+
+Schedules differ only here and in the key plan: ``baseline`` and ``slicing`` answer a
+push with an acknowledgement once the key is updated, and the worker then sends a
+separate pull; ``p3`` answers every push with the updated values (merged push/pull), and
+its queues, at the worker and at the server, hand out the key of the layer nearest the
+input first. The server's inbox is ordered the same way as its sender.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from lab.bench.p3.schedule import Key, SendQueue
+from lab.bench.p3.transport import ACK, PULL, PUSH, VALUE
+
+Send = Callable[[int, int, int, int, Any], None]  # (dst, kind, key, step, payload)
+
+
+class Trace:
+    """Timestamps (``time.time()``) of the traced steps, written by any thread."""
+
+    def __init__(self, steps: Sequence[int]) -> None:
+        self.steps = set(steps)
+        self.slices: dict[tuple[int, int], dict[str, float]] = {}
+        self.layers: dict[tuple[int, int], dict[str, float]] = {}
+        self.marks: dict[int, dict[str, float]] = {}
+        self._lock = threading.Lock()
+
+    def slice(self, step: int, key: int, what: str) -> None:
+        if step in self.steps:
+            with self._lock:
+                self.slices.setdefault((step, key), {})[what] = time.time()
+
+    def layer(self, step: int, layer: int, what: str, when: float | None = None) -> None:
+        if step in self.steps:
+            with self._lock:
+                self.layers.setdefault((step, layer), {})[what] = when or time.time()
+
+    def mark(self, step: int, what: str) -> None:
+        if step in self.steps:
+            with self._lock:
+                self.marks.setdefault(step, {})[what] = time.time()
+
+
+class Sender:
+    """One thread taking messages from a queue and sending them one at a time."""
+
+    def __init__(self, queue: SendQueue, send: Send, trace: Trace, name: str) -> None:
+        self.queue, self._send, self.trace = queue, send, trace
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            while (item := self.queue.get()) is not None:
+                dst, kind, key, step, payload = item
+                if kind == PUSH:
+                    self.trace.slice(step, key, "push_start")
+                self._send(dst, kind, key, step, payload)
+                if kind == PUSH:
+                    self.trace.slice(step, key, "push_sent")
+                elif kind == PULL:
+                    self.trace.slice(step, key, "pull_sent")
+        except BaseException as e:
+            self.error = e
+
+
+class Server:
+    """The shard of rank ``rank``: the keys it owns, their values, and their sums."""
+
+    def __init__(
+        self,
+        rank: int,
+        keys: Sequence[Key],
+        values: dict[int, Any],
+        workers: int,
+        lr: float,
+        merged: bool,
+        by_priority: bool,
+        send: Callable[[int, int, int, int, Any], None],
+        trace: Trace,
+    ) -> None:
+        self.rank, self.workers, self.lr, self.merged = rank, workers, lr, merged
+        self.keys = {k.id: k for k in keys if k.server == rank}
+        self.values = values  # key id -> flat tensor (this shard's copy)
+        self.sums: dict[int, Any] = {}
+        self.counts = dict.fromkeys(self.keys, 0)
+        self.trace = trace
+        self.inbox: SendQueue = SendQueue(by_priority)
+        self.outbox: SendQueue = SendQueue(by_priority)
+        self.sender = Sender(self.outbox, send, trace, f"server-{rank}-send")
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name=f"server-{rank}", daemon=True)
+        self.thread.start()
+
+    def receive(self, kind: int, key: int, step: int, src: int, payload: Any) -> None:
+        self.inbox.put((kind, key, step, src, payload), self.keys[key].layer)
+
+    def _run(self) -> None:
+        try:
+            while (item := self.inbox.get()) is not None:
+                kind, key, step, src, payload = item
+                layer = self.keys[key].layer
+                if kind == PULL:
+                    self.outbox.put((src, VALUE, key, step, self.values[key].clone()), layer)
+                    continue
+                if self.counts[key] == 0:
+                    self.sums[key] = payload.clone()
+                else:
+                    self.sums[key].add_(payload)
+                self.counts[key] += 1
+                if self.counts[key] < self.workers:
+                    continue
+                self.values[key].sub_(self.sums[key], alpha=self.lr)
+                self.counts[key] = 0
+                self.trace.slice(step, key, "update")
+                for w in range(self.workers):
+                    if self.merged:
+                        self.outbox.put((w, VALUE, key, step, self.values[key].clone()), layer)
+                    else:
+                        self.outbox.put((w, ACK, key, step, None), layer)
+        except BaseException as e:
+            self.error = e
+
+    def close(self) -> None:
+        self.inbox.close()
+        self.outbox.close()
+
+
+class Worker:
+    """This host's training process's side of the parameter server.
+
+    Args:
+        rank: this host's rank.
+        keys: the plan.
+        flats: per tensor index, the flattened parameter (a view of ``param.data``).
+        merged: values answer pushes (p3); else a pull follows each acknowledgement.
+        by_priority: the send queue's discipline.
+        send: sends one message (the transport, or a local server for local keys).
+        trace: where timestamps go.
+    """
+
+    def __init__(
+        self,
+        rank: int,
+        keys: Sequence[Key],
+        flats: Sequence[Any],
+        merged: bool,
+        by_priority: bool,
+        send: Send,
+        trace: Trace,
+    ) -> None:
+        self.rank, self.keys, self.flats, self.merged = rank, list(keys), flats, merged
+        self.trace = trace
+        self.versions = [0] * len(self.keys)
+        self.by_tensor: dict[int, list[Key]] = {}
+        self.by_layer: dict[int, list[int]] = {}
+        for k in self.keys:
+            self.by_tensor.setdefault(k.tensor, []).append(k)
+            self.by_layer.setdefault(k.layer, []).append(k.id)
+        self.cond = threading.Condition()
+        self.queue: SendQueue = SendQueue(by_priority)
+        self.sender = Sender(self.queue, send, trace, f"worker-{rank}-send")
+
+    def gradient_ready(self, tensor: int, grad: Any, step: int) -> None:
+        """Backprop produced ``grad`` of one tensor: queue its keys' pushes."""
+        flat = grad.reshape(-1)
+        for k in self.by_tensor.get(tensor, ()):
+            self.trace.slice(step, k.id, "grad")
+            self.queue.put((k.server, PUSH, k.id, step, flat[k.start : k.stop]), k.layer)
+
+    def receive(self, kind: int, key: int, step: int, src: int, payload: Any) -> None:
+        k = self.keys[key]
+        if kind == ACK:
+            self.trace.slice(step, key, "ack")
+            self.queue.put((k.server, PULL, key, step, None), k.layer)
+            return
+        self.flats[k.tensor][k.start : k.stop].copy_(payload)
+        self.trace.slice(step, key, "value")
+        with self.cond:
+            self.versions[key] = step + 1
+            self.cond.notify_all()
+
+    def wait_layer(self, layer: int, step: int, check: Callable[[], None]) -> None:
+        """Block until every key of ``layer`` holds the values of ``step - 1``'s update."""
+        ids = self.by_layer.get(layer, ())
+        with self.cond:
+            while not all(self.versions[i] >= step for i in ids):
+                self.cond.wait(timeout=1.0)
+                check()
+
+    def wait_all(self, step: int, check: Callable[[], None]) -> None:
+        for layer in self.by_layer:
+            self.wait_layer(layer, step, check)
+
+    def close(self) -> None:
+        self.queue.close()

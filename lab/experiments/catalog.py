@@ -1,0 +1,137 @@
+"""Every paper figure the lab covers, in one table: the README's figures table and the
+reproduction report are both rendered from it, so they cannot disagree.
+
+``figure`` must equal the ``Verdict.figure`` that the notebook concludes with; the report
+finds the verdict at ``results/verdicts/<room>/<slug(figure)>.json``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FigureEntry:
+    """One paper figure and where the lab reproduces it.
+
+    Args:
+        paper: as the published table names it, e.g. "KungFu (OSDI'20)".
+        room: the paper's room under lab/experiments/ (where its verdicts are saved).
+        figure: e.g. "Fig 8"; equals the notebook's ``Verdict.figure``.
+        title: what the figure shows, in a few words.
+        notebook: path under notebooks/, or None when no notebook exists yet.
+        implementation: whose system is measured: the original, or the lab's version of
+            its algorithm on an existing engine (named so).
+        status: what runs today: "smoke" (end to end on a 2-core CPU machine in make run),
+            with what it needs; or why it is not measured.
+    """
+
+    paper: str
+    room: str
+    figure: str
+    title: str
+    notebook: str | None
+    implementation: str
+    status: str
+
+
+KUNGFU = "KungFu (OSDI'20)"
+BENCHMARK = "KungFu/Horovod/PS benchmark (seed 003)"
+P3 = "P3 (SysML'19)"
+EASYSCALE = "EasyScale (SC'23)"
+CMDARE = "CM-DARE (ICDCS'20)"
+LAB = "distlab"
+
+FIGURES: tuple[FigureEntry, ...] = (
+    FigureEntry(
+        LAB,
+        "lab",
+        "Tour",
+        "a tour of the lab: one live 2-rank run, read back",
+        "00_tour.ipynb",
+        "Horovod (Gloo)",
+        "smoke",
+    ),
+    FigureEntry(
+        LAB,
+        "lab",
+        "Emulated cluster",
+        "compute scaling over emulated hosts; allreduce time vs link bandwidth",
+        "cluster/emulation.ipynb",
+        "torch.distributed (gloo), cgroups, tc",
+        "smoke (needs root)",
+    ),
+    FigureEntry(
+        BENCHMARK,
+        "benchmark",
+        "Sync SGD",
+        "KungFu vs Horovod (Gloo, MPI) vs TF MultiWorkerMirrored",
+        "benchmark/sync_sgd.ipynb",
+        "Horovod, TF MWMS; KungFu itself where installed",
+        "smoke",
+    ),
+    FigureEntry(
+        BENCHMARK,
+        "benchmark",
+        "Async SGD",
+        "pair averaging vs parameter servers",
+        "benchmark/async_sgd.ipynb",
+        "TF parameter servers; pair averaging (lab, MPI one-sided); KungFu itself where installed",
+        "smoke",
+    ),
+    FigureEntry(
+        KUNGFU,
+        "kungfu",
+        "Fig 4",
+        "adaptive batch size: time to target loss",
+        "kungfu/adaptive_batch.ipynb",
+        "the lab's policy on Horovod",
+        "smoke",
+    ),
+    FigureEntry(
+        KUNGFU,
+        "kungfu",
+        "Fig 7",
+        "dynamic scaling: resize latency",
+        "kungfu/fig7_scaling.ipynb",
+        "Horovod Elastic (the lab's resizing)",
+        "smoke",
+    ),
+    FigureEntry(
+        KUNGFU,
+        "kungfu",
+        "Fig 8",
+        "monitoring overhead: noise scale, variance",
+        "kungfu/fig8_monitoring_overhead.ipynb",
+        "the lab's monitors on Horovod; KungFu's artifact where installed",
+        "smoke",
+    ),
+    FigureEntry(
+        KUNGFU,
+        "kungfu",
+        "Fig 9",
+        "scalability: ideal vs actual throughput",
+        "kungfu/fig9_scalability.ipynb",
+        "Horovod (MPI), TF MWMS; KungFu where installed",
+        "smoke on 1/2/4 emulated hosts (needs root)",
+    ),
+)
+
+
+def entries(paper: str | None = None) -> list[FigureEntry]:
+    """The catalog, or one paper's rows."""
+    return [f for f in FIGURES if paper is None or f.paper == paper]
+
+
+def readme_table() -> str:
+    """The README's figures table (Markdown), rendered from the catalog."""
+    lines = [
+        "| paper | figure | notebook | implementation | status |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for f in FIGURES:
+        nb = f"`notebooks/{f.notebook}`" if f.notebook else "—"
+        lines.append(
+            f"| {f.paper} | {f.figure}: {f.title} | {nb} | {f.implementation} | {f.status} |"
+        )
+    return "\n".join(lines)

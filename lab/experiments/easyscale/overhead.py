@@ -1,0 +1,261 @@
+"""Figs 11–13: what ESTs cost. Context switching on vs off (Fig 11), the time of D1 and
+D1+D2 relative to non-deterministic training per device type (Fig 12), and each EST's time
+against a DDP step (Fig 13); plus the micro-benchmark: µs per context switch and the
+per-step overhead against plain training (the same mini-batches by gradient accumulation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from lab.bench.easyscale.config import Config
+from lab.experiments.easyscale import published
+from lab.experiments.easyscale.runs import EST_LABEL, launch_stage
+from lab.experiments.verdicts import Status, Verdict
+
+EXPERIMENT = "easyscale-overhead"
+
+
+def _run(cfg: Config, device: str, cluster: str, view: Any, **params: Any) -> Path:
+    result = launch_stage(cfg, cluster, (device,), EXPERIMENT, 600, params=params, view=view)
+    return Path(result.run_dir)
+
+
+def run_switching(
+    ests: int,
+    steps: int,
+    base: dict[str, Any],
+    repeats: int = 2,
+    device: str = "fast",
+    cluster: str = "easyscale-local",
+    view: Any = "auto",
+) -> pd.DataFrame:
+    """One process, ``ests`` ESTs: switching on, off, plain accumulation, and DDP (1 rank),
+    alternating in order over the repeats. Returns the run directories by variant. The
+    default device type has one thread: a multi-threaded process on a shared machine times
+    its thread pool's waits more than the ESTs."""
+    variants = {
+        "switch on": Config(ests=ests, steps=steps, **base),
+        "switch off": Config(ests=ests, steps=steps, switch=False, **base),
+        "plain": Config(system="plain", ests=ests, steps=steps, **base),
+        "DDP step": Config(system="ddp", ests=1, steps=steps, **base),
+    }
+    rows = []
+    for r in range(repeats):
+        order = list(variants.items())
+        for name, cfg in order if r % 2 == 0 else order[::-1]:
+            rows.append({"variant": name, "repeat": r, "run": _run(cfg, device, cluster, view)})
+    return pd.DataFrame(rows)
+
+
+def _records(run: Path) -> pd.DataFrame:
+    from lab.metrics.store import load_run
+
+    return load_run(run)
+
+
+def switching_table(runs: pd.DataFrame, warmup: int = 1) -> dict[str, float]:
+    """The numbers of Figs 11 and 13 and the micro-benchmark, from ``run_switching``."""
+    steps: dict[str, list[float]] = {}
+    est_rows = []
+    for _, row in runs.iterrows():
+        df = _records(row["run"])
+        st = df[df["kind"] == "step"].sort_values("step")
+        steps.setdefault(row["variant"], []).extend(st["seconds"].iloc[warmup:].astype(float))
+        if row["variant"] == "switch on":
+            ev = df[(df["kind"] == "event") & (df["name"] == "est")]
+            ev = ev[ev["step"] >= ev["step"].min() + warmup]
+            sync = st.set_index("step")["sync_seconds"].astype(float)
+            est_rows.append(ev.assign(sync=ev["step"].map(sync)))
+    if not est_rows or any(v not in steps for v in ("switch on", "switch off", "plain")):
+        raise ValueError("a variant of the switching runs measured nothing")
+    ev = pd.concat(est_rows)
+    mean = {k: float(pd.Series(v).median()) for k, v in steps.items()}  # robust to a busy host
+    last = ev["est"] == ev["est"].max()
+    switch = (ev["switch_in"] + ev["switch_out"]).astype(float)
+    per_step = ev.assign(sw=switch).groupby(["run_id", "step"])["sw"].sum()
+    on_steps = pd.concat(
+        [
+            _records(r).query("kind == 'step'").set_index(["run_id", "step"])["seconds"]
+            for r in runs.loc[runs["variant"] == "switch on", "run"]
+        ]
+    ).astype(float)
+    out = {
+        # the share of each step spent switching, from the same step's own timings: robust
+        # where the on/off comparison of separate runs drowns in a busy host's noise
+        "switch_share": float((per_step / on_steps.reindex(per_step.index)).median()),
+        "switch_us": float(switch.median() * 1e6),
+        "grad_copy_us": float(ev["grad_copy"].astype(float).median() * 1e6),
+        "step_s_switch_on": mean["switch on"],
+        "step_s_switch_off": mean["switch off"],
+        "step_s_plain": mean["plain"],
+        "switch_overhead": mean["switch on"] / mean["switch off"] - 1,
+        "overhead_vs_plain": mean["switch on"] / mean["plain"] - 1,
+    }
+    if "DDP step" in mean:
+        ddp = mean["DDP step"]
+        out["ddp_step_s"] = ddp
+        out["saving_other_ests"] = 1 - float(ev.loc[~last, "seconds"].astype(float).median()) / ddp
+        last_time = (ev.loc[last, "seconds"] + ev.loc[last, "sync"]).astype(float).median()
+        out["saving_last_est"] = 1 - float(last_time) / ddp
+    return out
+
+
+def run_levels(
+    levels: Sequence[str],
+    devices: Sequence[str],
+    ests: int,
+    steps: int,
+    base: dict[str, Any],
+    repeats: int = 2,
+    cluster: str = "easyscale-local",
+    view: Any = "auto",
+) -> pd.DataFrame:
+    """One process with ``ests`` ESTs per (device type, level), alternating over repeats."""
+    rows = []
+    for r in range(repeats):
+        pairs = [(d, lv) for d in devices for lv in levels]
+        for device, level in pairs if r % 2 == 0 else pairs[::-1]:
+            cfg = Config(ests=ests, steps=steps, level=level, **base)
+            run = _run(cfg, device, cluster, view)
+            rows.append({"device_type": device, "level": level, "repeat": r, "run": run})
+    return pd.DataFrame(rows)
+
+
+def levels_table(runs: pd.DataFrame, baseline: str = "D0", warmup: int = 1) -> pd.DataFrame:
+    """Median step time per device type and level, and its ratio to ``baseline``."""
+    rows = []
+    for _, row in runs.iterrows():
+        st = _records(row["run"])
+        st = st[st["kind"] == "step"].sort_values("step")["seconds"].iloc[warmup:]
+        rows += [
+            {"device_type": row["device_type"], "level": row["level"], "s": float(s)} for s in st
+        ]
+    if not rows:
+        raise ValueError("no timed step in the level runs")
+    t = pd.DataFrame(rows).groupby(["device_type", "level"])["s"].median().rename("step_seconds")
+    t = t.reset_index()
+    base = t[t["level"] == baseline].set_index("device_type")["step_seconds"]
+    t["relative_time"] = t["step_seconds"] / t["device_type"].map(base)
+    return t
+
+
+def levels_figure(table: pd.DataFrame, hardware: str = "") -> go.Figure:
+    """Fig 12: time relative to non-deterministic training, lab bars and published ranges."""
+    fig = go.Figure()
+    for level, part in table.groupby("level", sort=False):
+        fig.add_bar(x=part["device_type"], y=part["relative_time"], name=f"{level} ({EST_LABEL})")
+    for system, color in (("EasyScale D1", "gray"), ("EasyScale D1+D2", "black")):
+        lo = published.value("Fig 12", system=system, setting="min")
+        hi = published.value("Fig 12", system=system, setting="max")
+        fig.add_hrect(
+            y0=lo.value,
+            y1=hi.value,
+            fillcolor=color,
+            opacity=0.15,
+            line_width=0,
+            annotation_text=f"{system} published (V100/P100/T4)",
+        )
+    fig.update_layout(
+        barmode="group",
+        yaxis_title="time / non-deterministic (D0)",
+        title="Fig 12: cost of determinism" + (f" — {hardware}" if hardware else ""),
+    )
+    return fig
+
+
+def switching_figure(numbers: dict[str, float], hardware: str = "") -> go.Figure:
+    """Figs 11 and 13: the lab's overhead and savings beside the published ones."""
+    names = ["switch_share", "saving_other_ests", "saving_last_est"]
+    labels = ["share of a step switching", "ESTs 0..N-2 vs DDP step", "last EST (syncs)"]
+    pub = [
+        published.value("Fig 11", system="EasyScale").value,
+        published.value("Fig 13", setting="ESTs 0-6").value,
+        published.value("Fig 13", setting="last EST (syncs)").value,
+    ]
+    fig = go.Figure()
+    fig.add_bar(x=labels, y=[numbers.get(n) for n in names], name=EST_LABEL)
+    fig.add_bar(x=labels, y=pub, name="published (V100, 8 ESTs)")
+    fig.update_layout(
+        barmode="group",
+        yaxis_tickformat=".1%",
+        title="Figs 11/13: EST overheads" + (f" — {hardware}" if hardware else ""),
+    )
+    return fig
+
+
+def switching_verdict(
+    numbers: dict[str, float], scale: str, hardware: str, tolerance: float = 0.02
+) -> Verdict:
+    """Context switching is cheap: REPRODUCED when the share of a step spent switching
+    (measured inside each step) stays within ``tolerance``."""
+    ref = published.value("Fig 11", system="EasyScale")
+    lab = numbers["switch_share"]
+    ok = lab <= tolerance
+    return Verdict(
+        paper=published.EASYSCALE_SC23,
+        figure="Fig 11",
+        claim="context switching between ESTs costs little",
+        status=Status.REPRODUCED if ok else Status.NOT_REPRODUCED,
+        lab_value=lab,
+        published_value=ref.value,
+        published_source=ref.source,
+        unit="fraction of a step",
+        scale=scale,
+        hardware=hardware,
+        why=f"{numbers['switch_us']:.0f} µs per switch (out and in); switching takes "
+        f"{'within' if ok else 'more than'} {tolerance:.0%} of a step (on vs off in separate "
+        f"runs: {numbers['switch_overhead']:+.1%}).",
+    )
+
+
+def levels_verdict(table: pd.DataFrame, scale: str, hardware: str) -> Verdict:
+    """D1 costs less than D1+D2 on every device type (computed from the ratios)."""
+    t = table.pivot(index="device_type", columns="level", values="relative_time")
+    if not {"D1", "D1+D2"} <= set(t.columns):
+        return Verdict(
+            paper=published.EASYSCALE_SC23,
+            figure="Fig 12",
+            claim="D2 costs more",
+            status=Status.NOT_MEASURED,
+            scale=scale,
+            hardware=hardware,
+        )
+    ok = bool((t["D1"] < t["D1+D2"]).all())
+    ref = published.value("Fig 12", system="EasyScale D1+D2", setting="max")
+    return Verdict(
+        paper=published.EASYSCALE_SC23,
+        figure="Fig 12",
+        claim="D1 costs little, D1+D2 costs more, on every device type",
+        status=Status.REPRODUCED if ok else Status.NOT_REPRODUCED,
+        lab_value=float(t["D1+D2"].max()),
+        published_value=ref.value,
+        published_source=ref.source,
+        unit="× D0 (worst device type)",
+        scale=scale,
+        hardware=hardware,
+        why="D1 "
+        + ", ".join(f"{d}: {v:.2f}×" for d, v in t["D1"].items())
+        + "; D1+D2 "
+        + ", ".join(f"{d}: {v:.2f}×" for d, v in t["D1+D2"].items())
+        + ".",
+    )
+
+
+def microbench(
+    ests: int = 4,
+    steps: int = 20,
+    repeats: int = 2,
+    base: dict[str, Any] | None = None,
+    view: Any = None,
+) -> dict[str, float]:
+    """The EST micro-benchmark for ``make bench``: µs per context switch (``switch_us``,
+    RNG states and buffers out and in), µs per gradient copy, and the per-step overhead of
+    ESTs against switching off and against plain gradient accumulation (fractions)."""
+    base = base or {"batch_size": 16, "image_size": 16, "dataset_size": 512}
+    return switching_table(run_switching(ests, steps, base, repeats=repeats, view=view))

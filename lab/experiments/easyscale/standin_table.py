@@ -1,0 +1,290 @@
+"""Step times measured by the lab on stand-ins for the paper's GPUs and workloads.
+
+Until EST runs on real devices give the step-time table, the lab measures one: each
+device type is stood in for by a CPU share of this machine (an emulated host with a cgroup
+CPU quota, or the plain local machine with a thread count), each of the paper's workloads
+by the lab's tiny CNN at some input size, and k ESTs on one device by k mini-batches one
+after another per step on the same device, as ESTs time-share it.
+
+One real run through ``lab.cluster.launch`` measures the whole table: one rank of
+``lab.bench.torch_step_sweep`` per device type, each on its own emulated host with that
+type's quota, side by side, each measuring every (input size, k) in turn, in a few rounds,
+in one process. So the table costs one start-up per device type, not one per cell. Device types
+without a quota run one at a time on this machine (side by side they would share its
+cores). The runs are kept as run directories and resumed from there.
+
+The shares are the lab's choice, not the GPUs' published speed ratios: they make device
+types differ in speed so the policies have something to choose between.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from lab.errors import NothingMeasured, ParameterError
+from lab.experiments.easyscale.standin_runs import EXPERIMENT, measured, startup_seconds
+from lab.experiments.easyscale.steptimes import COLUMNS
+
+log = logging.getLogger(__name__)
+
+__all__ = ["EXPERIMENT", "measure", "measured", "points", "standin_table", "startup_seconds"]
+
+
+@dataclass(frozen=True)
+class DeviceStandIn:
+    """What stands in for one device type.
+
+    Args:
+        device_type: the name the trace and cluster use (``v100`` ...).
+        cpu: cores of an emulated host's CPU quota (needs root); None runs on the local
+            machine without a quota.
+        threads: intra-op threads of the run (``OMP_NUM_THREADS``).
+    """
+
+    device_type: str
+    cpu: float | None = None
+    threads: int = 1
+
+    @property
+    def label(self) -> str:
+        share = f"{self.cpu:g} core quota" if self.cpu else "no quota"
+        return f"{self.device_type} ← CPU, {share}, {self.threads} thread(s)"
+
+
+@dataclass(frozen=True)
+class WorkloadStandIn:
+    """What stands in for one of the paper's workloads: a torch_synthetic model and size."""
+
+    workload: str
+    model: str = "tiny_cnn"
+    image_size: int = 128
+    batch_size: int = 32
+
+    @property
+    def config(self) -> tuple[str, int, int]:
+        return (self.model, self.image_size, self.batch_size)
+
+    @property
+    def label(self) -> str:
+        m, s, b = self.config
+        return f"{m} {s}×{s}, batch {b}"
+
+
+# Smoke: three CPU shares for the three GPU types, and three input sizes of the lab's tiny
+# CNN for the paper's eight workloads (lighter and heavier per-step compute; every step
+# long enough, tens of ms, that a window of 0.3 s averages over the quota's 100 ms periods).
+# The three run side by side, so together they leave room on a 2-core machine for the
+# launcher and other work: a quota of a whole core is not had on a busy machine, and its
+# device then measures no faster than the next (seen with 1.0/0.6/0.35 cores).
+SMOKE_DEVICES = (
+    DeviceStandIn("v100", cpu=0.8),
+    DeviceStandIn("p100", cpu=0.5),
+    DeviceStandIn("t4", cpu=0.3),
+)
+_LIGHT, _MEDIUM, _HEAVY = (128, 32), (176, 32), (224, 32)
+SMOKE_WORKLOADS = tuple(
+    WorkloadStandIn(w, image_size=s, batch_size=b)
+    for w, (s, b) in {
+        "shufflenetv2": _LIGHT,
+        "ncf": _LIGHT,
+        "bert": _MEDIUM,
+        "electra": _MEDIUM,
+        "swintransformer": _MEDIUM,
+        "resnet50": _HEAVY,
+        "vgg19": _HEAVY,
+        "yolov3": _HEAVY,
+    }.items()
+)
+
+
+def _groups(devices: Sequence[DeviceStandIn]) -> list[list[DeviceStandIn]]:
+    """Devices measured side by side: all with a quota in one run, each without alone."""
+    quota = [d for d in devices if d.cpu is not None]
+    return ([quota] if quota else []) + [[d] for d in devices if d.cpu is None]
+
+
+def points(
+    workloads: Sequence[WorkloadStandIn],
+    devices: Sequence[DeviceStandIn],
+    ests: Sequence[int],
+    seconds: float = 2.0,
+    min_steps: int = 3,
+    rounds: int = 3,
+) -> list[dict[str, Any]]:
+    """One point per run: per (model, batch size) of the stand-ins and group of devices
+    measured side by side, every input size of those stand-ins × every k. Workloads sharing
+    a stand-in share its measurement."""
+    by_model: dict[tuple[str, int], set[int]] = {}
+    for m, s, b in {w.config for w in workloads}:
+        by_model.setdefault((m, b), set()).add(s)
+    return [
+        {
+            "model": m,
+            "batch_size": b,
+            "image_sizes": sorted(sizes),
+            "ests": sorted({int(k) for k in ests}),
+            "device_types": [d.device_type for d in group],
+            "device_cpus": [d.cpu for d in group],
+            "device_threads": [d.threads for d in group],
+            "seconds": float(seconds),
+            "min_steps": int(min_steps),
+            "rounds": int(rounds),
+        }
+        for (m, b), sizes in sorted(by_model.items())
+        for group in _groups(devices)
+    ]
+
+
+def _cluster(point: dict[str, Any]) -> Any:
+    """This machine for one device without a quota; else one emulated host per device."""
+    cpus = point["device_cpus"]
+    if cpus == [None]:
+        return "local"
+    from lab.cluster.inventory import cluster_from_dict
+
+    name = "standin-" + "-".join(point["device_types"])
+    spec: dict[str, Any] = {"hosts": len(cpus), "slots": 1, "cpu": cpus[0]}
+    overrides = {f"h{i + 1}": {"cpu": c} for i, c in enumerate(cpus) if i and c != cpus[0]}
+    if overrides:
+        spec["overrides"] = overrides
+    return cluster_from_dict({"name": name, "emulated": spec}, name)
+
+
+def run_point(
+    point: dict[str, Any],
+    experiment: str = EXPERIMENT,
+    results_root: str | os.PathLike[str] | None = None,
+) -> Any:
+    """One stand-in run (a rank per device of the point); returns its RunResult, failed
+    ones too."""
+    from lab.cluster import launch
+
+    def csv(values: Sequence[Any]) -> str:
+        return ",".join(str(v) for v in values)
+
+    argv = [
+        "python",
+        "-m",
+        "lab.bench.torch_step_sweep",
+        "--model",
+        str(point["model"]),
+        "--batch-size",
+        str(point["batch_size"]),
+        "--image-sizes",
+        csv(point["image_sizes"]),
+        "--micro-batches",
+        csv(point["ests"]),
+        "--seconds",
+        str(point["seconds"]),
+        "--min-steps",
+        str(point["min_steps"]),
+        "--rounds",
+        str(point["rounds"]),
+        "--threads",
+        csv(point["device_threads"]),
+    ]
+    configs = len(point["image_sizes"]) * len(point["ests"])
+    return launch(
+        argv,
+        np=len(point["device_types"]),
+        launcher="local",
+        cluster=_cluster(point),
+        experiment=experiment,
+        params=point,
+        view=None,
+        timeout=120.0 + configs * (10 * float(point["seconds"]) + 10),
+        check=False,
+        results_root=results_root,
+    )
+
+
+def measure(
+    workloads: Sequence[WorkloadStandIn] = SMOKE_WORKLOADS,
+    devices: Sequence[DeviceStandIn] = SMOKE_DEVICES,
+    ests: Sequence[int] = (1, 2, 4),
+    seconds: float = 2.0,
+    min_steps: int = 3,
+    rounds: int = 3,
+    experiment: str = EXPERIMENT,
+    results_root: str | os.PathLike[str] | None = None,
+    rerun: bool = False,
+) -> pd.DataFrame:
+    """Run the points that have no succeeded run yet; return the sweep's summary.
+
+    Args:
+        seconds: timed seconds of steps per configuration on each device (at least).
+        min_steps: timed steps per configuration (at least).
+        rounds: visits to each configuration, its seconds and steps shared among them.
+    """
+    from lab.metrics import Sweep
+
+    if not ests or min(ests) < 1 or not seconds > 0 or min(min_steps, rounds) < 1:
+        raise ParameterError(
+            "ests/seconds/min_steps/rounds",
+            (tuple(ests), seconds, min_steps, rounds),
+            "ests >= 1, seconds > 0, min_steps >= 1, rounds >= 1",
+        )
+    names = [d.device_type for d in devices]
+    if not names or len(set(names)) != len(names):
+        raise ParameterError("devices", names, "one stand-in per device type")
+    if any(d.cpu is not None for d in devices):
+        from lab.cluster.emulation import missing
+
+        why = missing()
+        if why:
+            raise ParameterError("devices", "CPU quotas", f"devices with cpu=None here ({why})")
+    pts = points(workloads, devices, ests, seconds, min_steps, rounds)
+    sweep = Sweep(
+        experiment,
+        pts,
+        lambda p: run_point(p, experiment, results_root),
+        key=list(pts[0]),
+        results_root=results_root,
+        progress=False,
+    )
+    return sweep.run(rerun=rerun)
+
+
+def standin_table(
+    workloads: Sequence[WorkloadStandIn] = SMOKE_WORKLOADS,
+    experiment: str = EXPERIMENT,
+    results_root: str | os.PathLike[str] | None = None,
+) -> pd.DataFrame:
+    """The step-time table from the stand-in runs' records, one row per (workload, device
+    type, k) with the columns of ``throughput_table`` (workload, device_type,
+    ests_per_device, step_seconds) plus batch_size, measured_as and run_dir.
+
+    Raises:
+        NothingMeasured: no succeeded run measured a stand-in of ``workloads``.
+    """
+    by_config: dict[tuple, list[WorkloadStandIn]] = {}
+    for w in workloads:
+        by_config.setdefault(w.config, []).append(w)
+    rows = []
+    for m in measured(experiment, results_root).itertuples(index=False):
+        cpu = None if pd.isna(m.device_cpu) else float(m.device_cpu)
+        device = DeviceStandIn(m.device_type, cpu, int(m.device_threads))
+        for w in by_config.get((m.model, m.image_size, m.batch_size), []):
+            rows.append(
+                {
+                    "workload": w.workload,
+                    "device_type": device.device_type,
+                    "ests_per_device": m.micro_batches,
+                    "step_seconds": m.step_seconds,
+                    "batch_size": w.batch_size,
+                    "measured_as": f"{w.label} on {device.label}",
+                    "run_dir": m.run_dir,
+                }
+            )
+    if not rows:
+        raise NothingMeasured(f"no stand-in of these workloads under results/runs/{experiment}")
+    df = pd.DataFrame(rows)
+    # The newest run of a (workload, device type, k) is the measurement.
+    df = df.drop_duplicates(["workload", "device_type", "ests_per_device"], keep="last")
+    return df[[*COLUMNS, "batch_size", "measured_as", "run_dir"]].reset_index(drop=True)

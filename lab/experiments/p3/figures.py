@@ -1,0 +1,105 @@
+"""P3's figures: throughput vs bandwidth per arm, P3's gain vs bandwidth with the
+published peaks marked, and one iteration's timeline per schedule."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from lab.experiments.p3.analysis import rate_of
+from lab.experiments.p3.published import PUBLISHED
+from lab.experiments.p3.sweep import LABELS
+
+COLORS = {"baseline": "#7f7f7f", "slicing": "#1f77b4", "p3": "#d62728"}
+KIND_COLORS = {"backward": "#9467bd", "push": "#1f77b4", "server": "#bcbd22",
+               "return": "#2ca02c", "next forward wait": "#d62728"}  # fmt: skip
+
+
+def throughput_vs_bandwidth(summary: pd.DataFrame, caption: str = "") -> go.Figure:
+    """Total images/s vs link bandwidth (log axis), one line per arm and model, 95% CIs."""
+    fig = go.Figure()
+    ok = summary[summary["state"] == "succeeded"] if "state" in summary else summary
+    if not ok.empty:
+        ok = ok.assign(mbit=[rate_of(b) / 1e6 for b in ok["bandwidth"]]).sort_values("mbit")
+        for (model, arm), g in ok.groupby(["model", "schedule"], sort=False):
+            fig.add_trace(go.Scatter(
+                x=g["mbit"], y=g["throughput_total"], mode="lines+markers",
+                name=f"{LABELS.get(arm, arm)} · {model}",
+                line={"color": COLORS.get(arm)},
+                error_y={"type": "data", "array": g["throughput_total_ci"], "visible": True},
+            ))  # fmt: skip
+    fig.update_layout(
+        title="Training throughput vs link bandwidth" + (f"<br><sub>{caption}</sub>" if caption
+                                                         else ""),
+        xaxis={"title": "link bandwidth (Mbit/s)", "type": "log"},
+        yaxis={"title": "images/s, all workers", "rangemode": "tozero"},
+        legend={"orientation": "h", "y": -0.25},
+    )  # fmt: skip
+    return fig
+
+
+def gain_vs_bandwidth(table: pd.DataFrame, caption: str = "") -> go.Figure:
+    """P3's throughput gain over the baseline vs bandwidth, with the published peak gains
+    (abstract: ResNet-50, Sockeye, VGG-19) as dashed lines."""
+    fig = go.Figure()
+    for model, g in table.groupby("model"):
+        fig.add_trace(go.Scatter(
+            x=g["bits_per_s"] / 1e6, y=g["gain"] * 100, mode="lines+markers",
+            name=f"{LABELS['p3']} over {LABELS['baseline']} · {model}",
+            line={"color": COLORS["p3"]},
+            error_y={"type": "data", "array": g["gain_ci"] * 100, "visible": True},
+        ))  # fmt: skip
+    for p in PUBLISHED:
+        if p.quantity == "peak_gain":
+            fig.add_hline(
+                y=p.value * 100, line_dash="dash", line_color="#444",
+                annotation_text=f"published peak, {p.model}: +{p.value:.0%}",
+                annotation_position="top left",
+            )  # fmt: skip
+    fig.add_hline(y=0, line_color="#999")
+    fig.update_layout(
+        title="P3's gain over the baseline parameter server vs link bandwidth"
+        + (f"<br><sub>{caption}</sub>" if caption else ""),
+        xaxis={"title": "link bandwidth (Mbit/s)", "type": "log"},
+        yaxis={"title": "throughput gain (%)"},
+        legend={"orientation": "h", "y": -0.25},
+    )
+    return fig
+
+
+def iteration_timeline(bars: Mapping[str, pd.DataFrame], caption: str = "") -> go.Figure:
+    """One iteration per schedule as a Gantt chart: rows are (layer, what), bars start and
+    end in seconds from the iteration's start (``lab.experiments.p3.analysis.timeline``)."""
+    names = list(bars)
+    fig = make_subplots(rows=len(names), cols=1, shared_xaxes=True, vertical_spacing=0.04,
+                        subplot_titles=[LABELS.get(n, n) for n in names])  # fmt: skip
+    shown: set[str] = set()
+    for i, name in enumerate(names, 1):
+        df = bars[name]
+        order = sorted(df["row"].unique(), key=lambda r: (-int(r.split()[0][1:]), r))
+        for kind, g in df.groupby("kind"):
+            fig.add_trace(go.Bar(
+                x=g["end"] - g["start"], base=g["start"], y=g["row"], orientation="h",
+                name=kind, legendgroup=kind, showlegend=kind not in shown,
+                marker={"color": KIND_COLORS.get(kind), "line": {"width": 0.5, "color": "#333"}},
+                hovertemplate="%{y}: %{base:.3f}–%{x:.3f} s<extra>" + kind + "</extra>",
+            ), row=i, col=1)  # fmt: skip
+            shown.add(kind)
+        fig.update_yaxes(categoryorder="array", categoryarray=order, row=i, col=1)
+    fig.update_layout(
+        barmode="overlay", height=max(400, 260 * len(names)),
+        title="One iteration: backward, each slice's push / server / return, next forward "
+        "wait" + (f"<br><sub>{caption}</sub>" if caption else ""),
+    )  # fmt: skip
+    fig.update_xaxes(title_text="seconds from the iteration's start", row=len(names), col=1)
+    return fig
+
+
+def figure_caption(scale: str, cluster: Any, extra: str = "") -> str:
+    from lab.metrics.figures import caption
+
+    return caption(f"{scale}, {cluster}" + (f", {extra}" if extra else ""))

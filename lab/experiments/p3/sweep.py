@@ -1,0 +1,200 @@
+"""Running P3's points: a link rate per point on an emulated cluster, the bandwidth rule,
+and the measured compute time it starts from.
+
+The bandwidth rule: with ``bits`` the bytes each host must send per step (x 8) and ``T`` one
+host's measured compute time per step, the point for a communication/compute ratio ``r``
+is ``bits / (r * T)``; ratios 4, 1, 1/4 (smoke) or 4 down to 1/8 (paper) make the sweep span
+communication well above compute to well below it, whatever the machine's speed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lab.bench.p3.config import P3Config
+from lab.cluster.emulation.spec import parse_rate
+from lab.cluster.inventory import Cluster, load_profile
+from lab.errors import NothingMeasured, ParameterError
+
+ARMS = ("baseline", "slicing", "p3")
+LABELS = {s: f"{s} (lab, torch gloo)" for s in ARMS}
+RATIOS = {"smoke": (4.0, 1.0, 0.25), "paper": (4.0, 2.0, 1.0, 0.5, 0.25, 0.125)}
+RANK_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+CONFIG_KEYS = tuple(f.name for f in dataclasses.fields(P3Config))
+
+
+def as_cluster(cluster: str | Cluster) -> Cluster:
+    return load_profile(cluster) if isinstance(cluster, str) else cluster
+
+
+def with_link(cluster: str | Cluster, bandwidth: Any, hosts: int | None = None) -> Cluster:
+    """``cluster`` with its first ``hosts`` hosts and every link at ``bandwidth``.
+
+    Raises:
+        ParameterError: the bandwidth does not parse, the cluster is not emulated (its
+            links cannot be shaped here), or it has fewer hosts than asked for.
+    """
+    c = as_cluster(cluster)
+    n = len(c.hosts) if hosts is None else hosts
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= len(c.hosts):
+        raise ParameterError("hosts", hosts, f"1 to the {len(c.hosts)} hosts of {c.name}")
+    if bandwidth is None:
+        rate = None
+    else:
+        rate = parse_rate(bandwidth, "bandwidth")
+        if not c.emulated:
+            allowed = "None: the links of a cluster without emulation cannot be shaped"
+            raise ParameterError("bandwidth", bandwidth, allowed)
+    if not c.emulated:
+        return dataclasses.replace(c, hosts=c.hosts[:n])
+    link = dict(c.emulated.get("link") or {})
+    link["bandwidth"] = None if rate is None else f"{int(rate)}bit"
+    if rate is None:
+        link.pop("bandwidth")
+    emulated = {**c.emulated, "hosts": n, "link": link}
+    return dataclasses.replace(c, hosts=c.hosts[:n], emulated=emulated)
+
+
+def sockbuf_for(rate_bits: float | None) -> int:
+    """Kernel socket buffer for a link: about 4 ms of it, at least 64 KiB, so TCP keeps the
+    link busy while little waits below the lab's queues."""
+    if rate_bits is None:
+        return 1 << 20
+    return max(65_536, int(rate_bits / 8 * 0.004))
+
+
+def bits_per_step(params: int, hosts: int) -> float:
+    """Bits each host sends per step: its worker pushes the (hosts-1)/hosts of the model held
+    by other servers, its server returns its 1/hosts share to the hosts-1 other workers."""
+    return 2 * (hosts - 1) / hosts * params * 32
+
+
+def bandwidth_points(
+    compute_seconds: float, params: int, hosts: int, ratios: Sequence[float]
+) -> list[str]:
+    """Link rates, slowest first, at which communication takes ``ratio`` x compute."""
+    if not compute_seconds > 0:
+        raise NothingMeasured(f"no compute time to derive bandwidths from ({compute_seconds})")
+    bits = bits_per_step(params, max(hosts, 2))
+    return [f"{int(bits / (r * compute_seconds) / 1e6)}mbit" for r in sorted(ratios, reverse=True)]
+
+
+def config_of(point: Mapping[str, Any], hosts: int) -> P3Config:
+    """The rank settings of a point (keys other than P3Config's fields are the lab's)."""
+    cfg = P3Config(**{k: v for k, v in point.items() if k in CONFIG_KEYS})
+    return cfg.check(hosts)
+
+
+def run_point(
+    point: Mapping[str, Any],
+    experiment: str,
+    cluster: str | Cluster = "emulated-2",
+    view: Any = None,
+    timeout: float = 300,
+    python: str = "python",
+) -> Any:
+    """Run one point (``schedule``, ``model``, ``bandwidth``, ``hosts``, ...) and return its
+    RunResult. Every setting is checked before anything starts."""
+    from lab.cluster import launch
+
+    c = with_link(cluster, point.get("bandwidth"), point.get("hosts"))
+    rate = c.emulated and (c.emulated.get("link") or {}).get("bandwidth")
+    sockbuf = point.get("sockbuf", sockbuf_for(parse_rate(rate) if rate else None))
+    cfg = config_of({**point, "sockbuf": sockbuf}, len(c.hosts))
+    return launch(
+        cfg.argv(python),
+        np=len(c.hosts),
+        launcher="local",
+        cluster=c,
+        experiment=experiment,
+        env=RANK_ENV,
+        options={"master_port": _free_port() if not c.emulated else 29500},
+        params=dict(point),
+        view=view,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def compute_probe(
+    point: Mapping[str, Any], experiment: str, cluster: str | Cluster, view: Any = None
+) -> tuple[float, int]:
+    """One host's time per step with no network at all (its own server holds every key),
+    the median of the timed steps of a one-host run, and the model's parameter count."""
+    from lab.metrics.store import load_run
+
+    probe = {**point, "schedule": "baseline", "hosts": 1, "bandwidth": None}
+    result = run_point(probe, experiment, cluster, view=view)
+    if not result.ok:
+        raise NothingMeasured(f"the compute-time probe failed: {result.run_dir}")
+    records = load_run(result.run_dir)
+    steps = records[(records["kind"] == "step") & ~records["warmup"].fillna(False).astype(bool)]
+    if steps.empty:
+        raise NothingMeasured(f"the compute-time probe printed no steps: {result.run_dir}")
+    header = records[records["kind"] == "header"]
+    params = int(header["params"].iloc[0])
+    return float(statistics.median(steps["seconds"].astype(float))), params
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_sweep(
+    experiment: str,
+    points: Sequence[Mapping[str, Any]],
+    cluster: str | Cluster,
+    figure: Any = None,
+    rerun: bool = False,
+    view: Any = "auto",
+    scale: str = "smoke",
+) -> Any:
+    """Run every point (resuming finished ones, on this cluster) with a progress bar and a
+    live figure; the summary, one row per point. Raises NothingMeasured when no point
+    succeeded (and, in a batch run, when any failed): ``lab.experiments.run_sweep``."""
+    from lab.experiments.sweeps import run_sweep as sweep
+
+    return sweep(
+        experiment,
+        points,
+        scale=scale,
+        cluster=cluster,
+        figure=figure,
+        rerun=rerun,
+        run=lambda p: run_point(p, experiment, cluster, view=view),
+    )
+
+
+DEFAULTS = {
+    "smoke": {
+        "models": ["vgg_like"],
+        "batch_size": 32,
+        "steps": 4,
+        "warmup_steps": 1,
+        "ratios": list(RATIOS["smoke"]),
+    },
+    "paper": {
+        "models": ["vgg19", "resnet50", "inception_v3"],
+        "batch_size": 32,
+        "steps": 100,
+        "warmup_steps": 10,
+        "ratios": list(RATIOS["paper"]),
+    },
+}
+ONE_ITERATION_DEFAULTS = {
+    "smoke": {"model": "vgg_like", "batch_size": 32},
+    "paper": {"model": "vgg19", "batch_size": 32},
+}
+
+
+MXNET_ARMS = (
+    "baseline (MXNet 1.9.1 KVStore)",
+    "slicing (MXNet, MXNET_KVSTORE_BIGARRAY_BOUND=40000)",
+)
+MXNET_ABSENT = "the lab has no MXNet workload or dmlc launcher yet"

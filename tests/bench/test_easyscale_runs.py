@@ -1,0 +1,105 @@
+"""EasyScaleThreads against DDP, bit for bit, with real gloo processes.
+
+Every comparison is of exact bit patterns (``float.hex`` of each loss, a hash of the
+parameters after each step), never a tolerance. The negative control (device types
+without D2) shows the comparison can fail.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lab.bench.easyscale.config import Config
+from lab.errors import ParameterError
+from lab.experiments.easyscale.runs import est_losses, launch_stage, step_digests
+from lab.experiments.easyscale.throughput_table import COLUMNS, throughput_table
+
+pytestmark = pytest.mark.slow
+
+SMALL = {"batch_size": 4, "image_size": 8, "dataset_size": 128, "digest": True}
+
+
+def run(root: Path, cfg: Config, devices: list[str] | None = None) -> Path:
+    result = launch_stage(cfg, device_types=devices, view=None, timeout=150, results_root=root)
+    return Path(result.run_dir)
+
+
+def same_bits(a: list[Path], b: list[Path]) -> tuple[int, bool, bool]:
+    """(rows compared, every loss equal, every step's parameters equal)."""
+    left, right = est_losses(a), est_losses(b)
+    both = left.merge(right, on=["step", "est"], suffixes=("_a", "_b"))
+    da, db = step_digests(a), step_digests(b)
+    common = da.index.intersection(db.index)
+    losses = bool((both["loss_hex_a"] == both["loss_hex_b"]).all())
+    return len(both), losses, bool((da[common] == db[common]).all()) and len(common) > 0
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("easyscale")
+
+
+@pytest.fixture(scope="module")
+def ddp_d1(root: Path) -> Path:
+    return run(root, Config(system="ddp", ests=4, processes=4, steps=4, level="D1", **SMALL))
+
+
+def test_d1_ests_equal_canonical_ddp_over_a_4_to_2_rescale(root: Path, ddp_d1: Path) -> None:
+    ck = root / "ck-rescale"
+    stage0 = run(root, Config(ests=4, processes=4, steps=2, level="D1", save=str(ck), **SMALL))
+    stage1 = run(
+        root,
+        Config(ests=4, processes=2, steps=2, start_step=2, level="D1", resume=str(ck), **SMALL),
+    )
+    rows, losses, params = same_bits([ddp_d1], [stage0, stage1])
+    assert rows == 16  # 4 ESTs x 4 mini-batches, each matched to its DDP rank
+    assert losses and params
+
+
+def test_d1_d2_equal_across_a_mixed_device_stage(root: Path, ddp_d1: Path) -> None:
+    mixed = {"ests": 4, "processes": 3, "placement": "2,1,1", "steps": 3, **SMALL}
+    devices = ["fast", "slow", "slow"]
+    ddp = run(root, Config(system="ddp", ests=4, processes=4, steps=3, level="D1+D2", **SMALL))
+    est = run(root, Config(level="D1+D2", **mixed), devices)
+    rows, losses, params = same_bits([ddp], [est])
+    assert rows == 12 and losses and params
+    # without D2 the slow devices compute other bits: the parameters part at once
+    est_d1 = run(root, Config(level="D1", **mixed), devices)
+    assert not same_bits([ddp_d1], [est_d1])[2]
+
+
+def test_a_checkpoint_taken_mid_run_restores_to_the_identical_next_loss(root: Path) -> None:
+    one = {"ests": 2, "processes": 1, "level": "D1", **SMALL}
+    whole = run(root, Config(steps=3, **one))
+    ck = root / "ck-mid"
+    first = run(root, Config(steps=1, save=str(ck), **one))
+    rest = run(root, Config(steps=2, start_step=1, resume=str(ck), **one))
+    rows, losses, params = same_bits([whole], [first, rest])
+    assert rows == 6 and losses and params
+    assert set(est_losses(rest)["step"]) == {1, 2}
+    # the same runs feed the trace simulator's table of step times
+    table = throughput_table([whole, first, rest])
+    assert table[COLUMNS].values.tolist()[0][:3] == ["bn_cnn", "fast", 2]
+    assert len(table) == 1 and table["step_seconds"].iloc[0] > 0
+    assert table["samples"].iloc[0] == 2 + 0 + 1  # steps after each process's first
+
+
+@pytest.mark.parametrize(
+    ("fields", "devices", "name"),
+    [
+        ({"ests": 2, "processes": 4}, None, "np"),
+        ({"ests": 4, "processes": 3}, None, "ests"),
+        ({"ests": 4, "processes": 2, "placement": "3,2"}, None, "placement"),
+        ({"ests": 4, "processes": 2, "level": "D9"}, None, "level"),
+        ({"ests": 4, "processes": 2}, ["fast", "v100"], "device_type"),
+    ],
+)
+def test_bad_input_fails_before_launch(
+    tmp_path: Path, fields: dict, devices: list[str] | None, name: str
+) -> None:
+    with pytest.raises(ParameterError) as err:
+        launch_stage(Config(**fields), device_types=devices, view=None, results_root=tmp_path)
+    assert err.value.name == name
+    assert not (tmp_path / "runs").exists()  # nothing was started

@@ -1,0 +1,66 @@
+"""The lab's own speed data set: point checks, the feature table, one real PS run."""
+
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+import pytest
+
+from lab.errors import NothingMeasured, ParameterError
+from lab.experiments.cmdare import labspeed
+
+
+def test_points_are_checked_before_launch() -> None:
+    full = labspeed.complete({"model": "cifar_resnet8", "cpu": 0.5, "workers": 2, "ps": 1})
+    assert full["batch_size"] == labspeed.SCALES["smoke"]["batch_size"]
+    with pytest.raises(ParameterError, match="model"):
+        labspeed.complete({"model": "nope", "cpu": 0.5, "workers": 1, "ps": 1})
+    with pytest.raises(ParameterError, match="ps"):
+        labspeed.complete({"model": "tiny_cnn", "cpu": 0.5, "workers": 1, "ps": 0})
+    with pytest.raises(ParameterError, match="cpu"):
+        labspeed.complete({"model": "tiny_cnn", "cpu": 0, "workers": 1, "ps": 1})
+    with pytest.raises(ParameterError, match="point"):
+        labspeed.complete({"model": "tiny_cnn"})
+
+
+def test_the_cluster_has_a_host_per_worker_and_server() -> None:
+    c = labspeed.emulated_cluster(0.3, workers=2, ps=2)
+    assert [h.name for h in c.hosts] == ["h1", "h2", "h3", "h4"]
+    assert c.emulated["cpu"] == 0.3
+
+
+def test_run_tables_without_the_features_are_refused() -> None:
+    runs = pd.DataFrame({"state": ["succeeded"], "model": ["tiny_cnn"], "throughput_total": [1]})
+    with pytest.raises(ParameterError, match=r"missing columns \['cpu', 'workers', 'ps'"):
+        labspeed.speed_table(runs)
+    with pytest.raises(NothingMeasured):
+        labspeed.speed_table(runs.iloc[0:0])
+
+
+@pytest.mark.slow
+def test_flops_come_from_the_profiler() -> None:
+    from lab.bench.flops import forward_flops
+
+    small, big = forward_flops("cifar_resnet8"), forward_flops("cifar_resnet20")
+    # He et al.'s ResNet-20 on CIFAR is ~41 M multiply-adds; the profiler counts 2 per MAC.
+    assert 75e6 < big < 90e6 and small < big
+
+
+@pytest.mark.slow
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="emulated hosts need root")
+def test_one_point_on_emulated_hosts_feeds_the_table() -> None:
+    point = {"model": "tiny_cnn", "cpu": 0.5, "workers": 1, "ps": 1, "steps": 5}
+    summary = labspeed.run_sweep("cmdare/test", [point], view=None)
+    assert (summary["state"] == "succeeded").all()
+    table = labspeed.speed_table(summary)
+    assert table["speed"].iloc[0] > 0 and table["gflops"].iloc[0] > 0
+    again = labspeed.speed_table(run_dirs=list(table["run_dir"]))
+    assert again["speed"].iloc[0] == pytest.approx(table["speed"].iloc[0])
+
+
+def test_the_sweep_runs_only_on_its_own_emulated_hosts() -> None:
+    labspeed.check_cluster("emulated")
+    with pytest.raises(ParameterError, match="run_dirs"):
+        labspeed.check_cluster("my-gpus")
