@@ -33,6 +33,7 @@ class FigureEntry:
     notebook: str | None
     implementation: str
     status: str
+    in_report: bool = True  # False for the tour: it shows the lab, it claims nothing
 
 
 KUNGFU = "KungFu (OSDI'20)"
