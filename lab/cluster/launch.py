@@ -20,6 +20,8 @@ from typing import Any
 
 from lab.bench.flags import check_argv
 from lab.cluster import rundir
+from lab.cluster.fault_injector import FaultInjector
+from lab.cluster.faults import check_plan, plan_records
 from lab.cluster.inventory import Cluster, Slot, allocate, resolve_cluster
 from lab.cluster.launchers.base import Job, ProcessSpec, RunObserver, get_launcher
 from lab.cluster.ssh import check_hosts, ssh_options
@@ -48,6 +50,7 @@ def launch(
     results_root: str | os.PathLike[str] | None = None,
     check: bool = True,
     grace: float = 5.0,
+    faults: Sequence[Any] | None = None,
 ) -> RunResult:
     """Run ``command`` as ``np`` ranks and block until they end.
 
@@ -68,6 +71,8 @@ def launch(
         results_root: where ``runs/`` goes (default ``$DISTLAB_RESULTS`` or ``results/``).
         check: raise RanksFailed when the run does not succeed.
         grace: seconds between SIGTERM and SIGKILL when ranks are ended.
+        faults: hosts to revoke during the run (lab.cluster.faults.Revocation); their
+            events go to ``events.jsonl`` in the run directory.
 
     Returns:
         The RunResult (also when the run failed, if ``check`` is False).
@@ -103,6 +108,7 @@ def launch(
         params=dict(params or {}),
     )
     runner.check(job)
+    plan = check_plan(faults, target, runner.build(job, slots), argv, np) if faults else ()
     ssh_opts = ssh_options(target)
     if not target.emulated:
         check_hosts([s.host for s in slots], options=ssh_opts)
@@ -114,15 +120,17 @@ def launch(
             slots = allocate(up, np)
         specs = [_in_namespace(s) for s in runner.build(job, slots)]
         run_dir = rundir.new_run_dir(experiment, results_root)
+        injector = FaultInjector(plan, up) if plan else None
         supervisor = Supervisor(
             specs,
             runner,
             run_dir,
             timeout=timeout,
-            observers=observers,
+            observers=[*observers, injector] if injector else observers,
+            faults=injector,
             grace=float(grace),
             ssh_options=ssh_opts,
-            manifest=_manifest_fields(job, launcher, up, slots),
+            manifest={**_manifest_fields(job, launcher, up, slots), "faults": plan_records(plan)},
         )
         result = supervisor.run()
     if check and not result.ok:
