@@ -31,6 +31,12 @@ def data_path(relative: str) -> Path:
     return path
 
 
+def sources(*relative: str) -> tuple[str, ...]:
+    """The shipped files a verdict's numbers come from (its ``runs``: for the artifact's
+    data the measurements are these files, not lab run directories)."""
+    return tuple(str(data_path(r)) if r.endswith(".csv") else str(DATA_DIR / r) for r in relative)
+
+
 def speed_table(which: str) -> Any:
     """One worker's step times per CNN: ``"K80"``, ``"P100"`` or ``"GPU-agnostic"`` (both).
 
