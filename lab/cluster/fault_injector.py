@@ -70,6 +70,8 @@ class FaultInjector:
             for s in self.states:
                 if s.replaced_at is None or s.recovered:
                     continue
+                if float(rec.get("ended_at") or s.replaced_at) < s.replaced_at:
+                    continue  # a step that ended before the replacement, reported late
                 if not s.reporting or rank in s.reporting:
                     s.recovered = True
                     since = time.time() - (s.revoked_at or 0.0)

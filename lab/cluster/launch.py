@@ -121,12 +121,13 @@ def launch(
         specs = [_in_namespace(s) for s in runner.build(job, slots)]
         run_dir = rundir.new_run_dir(experiment, results_root)
         injector = FaultInjector(plan, up) if plan else None
+        watchers = [*observers, *_host_monitor(up), *([injector] if injector else [])]
         supervisor = Supervisor(
             specs,
             runner,
             run_dir,
             timeout=timeout,
-            observers=[*observers, injector] if injector else observers,
+            observers=watchers,
             faults=injector,
             grace=float(grace),
             ssh_options=ssh_opts,
@@ -192,6 +193,16 @@ def _hosts_up(cluster: Cluster, sshd: bool = False) -> Iterator[Cluster]:
         raise LaunchError(f"emulated clusters need lab.cluster.emulation ({e})") from e
     with emulation.prepare(cluster, sshd=sshd) as up:
         yield up
+
+
+def _host_monitor(cluster: Cluster) -> list[RunObserver]:
+    """Emulated hosts' CPU and link use are sampled into the run directory (hosts.jsonl)."""
+    emulation = cluster.extra.get("emulation") if cluster.emulated else None
+    if not emulation:
+        return []
+    from lab.cluster.emulation.monitor import HostMonitor
+
+    return [HostMonitor(emulation)]
 
 
 def _in_namespace(spec: ProcessSpec) -> ProcessSpec:

@@ -6,18 +6,28 @@ also come from LAB_PS_ROLE / LAB_PS_INDEX):
 - ``ps`` and ``worker`` tasks start a ``tf.distribute.Server`` and serve until the chief
   is gone. The chief's gRPC server listens on its TF_CONFIG address for the whole run, so
   each server task polls that address: it waits (at most ``--ps-wait`` seconds) for the
-  chief to answer, then exits 0 once the chief stops answering. No shared filesystem and
-  no extra channel is needed, and every process ends on its own after the chief ends.
+  chief to answer, then exits 0 once the chief's host refuses connections (the chief
+  ended). No shared filesystem and no extra channel is needed, and every process ends on
+  its own after the chief ends. A chief whose host stops answering at all (revoked, see
+  lab.cluster.faults) may be replaced: the tasks then wait ``--chief-grace`` seconds for a
+  chief to answer again.
 - the ``chief`` builds the model under ``strategy.scope()`` (variables live on the ps
   tasks), schedules ``(warmup + steps) × workers`` steps through a ClusterCoordinator, and
   reports. Closures go to whichever worker is free, so a fast worker runs more steps.
+  With ``--checkpoint-dir`` it resumes from the newest checkpoint there and, with
+  ``--checkpoint-every K``, writes one every K global steps (lab.bench.backends.checkpoints).
+  A step whose worker died after running it (its result unreadable) is reported as a
+  ``result_lost`` event: its update reached the servers. With two or more servers the large
+  variables are split over them (``MinSizePartitioner``).
 
 Records: only the chief prints them. Each ``step`` record describes one step of one
 worker: ``rank`` and ``worker`` are that worker's index (from
 ``tf.distribute.coordinator.experimental_get_current_worker_index``), ``step`` counts that
 worker's steps, and ``seconds`` is measured on the worker's clock between the ends of its
 consecutive steps (the first: start to end), so it includes the pull/push of variables
-and the dispatch gap. ``world_size`` is the number of workers; a header is printed for
+and the dispatch gap; ``global_step`` counts the job's steps (from a restored checkpoint's
+step on) and ``ended_at`` is the step's end in epoch seconds, for timelines. ``world_size``
+is the number of workers; a header is printed for
 each worker rank, all with ``reporter: "chief"``.
 """
 
@@ -41,6 +51,7 @@ if TYPE_CHECKING:
 
 ROLES = ("chief", "worker", "ps")
 POLL_SECONDS = 0.5
+SHARD_BYTES = 64 << 10  # variables larger than this are split over the servers
 MISSES_TO_EXIT = 3  # consecutive failed connects before a server task decides the chief ended
 
 
@@ -155,7 +166,12 @@ def train(tf: Any, cfg: Config, cluster: dict[str, Any]) -> int:
     """The chief: build, schedule every worker's steps, and report as they finish."""
     workers = len(cluster["worker"])
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    strategy = tf.distribute.ParameterServerStrategy(resolver)
+    partitioner = None
+    if len(cluster["ps"]) > 1:  # spread the large variables over every server
+        partitioner = tf.distribute.experimental.partitioners.MinSizePartitioner(
+            min_shard_bytes=SHARD_BYTES, max_shards=len(cluster["ps"])
+        )
+    strategy = tf.distribute.ParameterServerStrategy(resolver, variable_partitioner=partitioner)
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     common.seed_everything(cfg)
     with strategy.scope():
