@@ -14,7 +14,7 @@ from typing import Any
 from lab.errors import NothingMeasured
 
 WINDOW = 2.0  # seconds of steps each rate is counted over
-BEFORE = 6.0  # seconds before the revocation that set the rate to recover to
+BEFORE = 3.0  # seconds before the revocation whose steps set the rate to recover to
 RECOVERED = 0.95  # fraction of that rate
 
 
@@ -39,7 +39,7 @@ class Effect:
     """A revocation's effect on throughput (all times in seconds from the revocation).
 
     Args:
-        rate_before: steps/s over the ``BEFORE`` seconds before it (median of the timeline).
+        rate_before: steps/s over the ``BEFORE`` seconds before it.
         lowest: the lowest rate after it, before recovery.
         dip: 1 - lowest / rate_before.
         recovery: seconds until the rate is back to ``RECOVERED`` x rate_before (None: never).
@@ -58,17 +58,18 @@ def effect(steps: Any, revoked_at: float, window: float = WINDOW) -> Effect:
     import numpy as np
 
     line = timeline(steps, revoked_at, window)
-    before = line[(line["t"] <= 0) & (line["t"] > -BEFORE)]["rate"]
-    if before.empty or float(before.median()) <= 0:
+    ends = steps["ended_at"].to_numpy(dtype=float) - revoked_at
+    if ends.min() > -BEFORE:
+        raise NothingMeasured(f"fewer than {BEFORE:g} s of steps before the revocation")
+    rate = float(np.count_nonzero((ends > -BEFORE) & (ends <= 0))) / BEFORE
+    if rate <= 0:
         raise NothingMeasured("no steps in the seconds before the revocation")
-    rate = float(before.median())
     after = line[line["t"] > window / 2]
     back = after[after["rate"] >= RECOVERED * rate]
     recovery = float(back["t"].iloc[0]) if not back.empty else None
     until = recovery if recovery is not None else float(line["t"].iloc[-1])
     during = line[(line["t"] > 0) & (line["t"] <= until)]["rate"]
     lowest = float(during.min()) if not during.empty else rate
-    ends = steps["ended_at"].to_numpy(dtype=float) - revoked_at
     made = int(np.count_nonzero((ends > 0) & (ends <= until)))
     return Effect(rate, lowest, 1.0 - lowest / rate, recovery, rate * until - made)
 

@@ -44,26 +44,31 @@ def _stat_fields(text: str | None) -> dict[str, int]:
     return out
 
 
-def cpu_seconds(group: Path) -> float:
+def cpu_seconds(group: Path, seen: dict[int, float] | None = None) -> float:
     """CPU seconds used in ``group``: its own accounting where there is one, else the sum
-    over its live processes (all their threads)."""
+    over its processes (all their threads), remembering in ``seen`` what processes that
+    have since ended had used, so that the total never goes down."""
     usage = _read(group / "cpuacct.usage")
     if usage and usage.strip().isdigit():
         return int(usage) / 1e9
     stat = _stat_fields(_read(group / "cpu.stat"))
     if "usage_usec" in stat:
         return stat["usage_usec"] / 1e6
-    total = 0
+    seen = {} if seen is None else seen
     for pid in (_read(group / "cgroup.procs") or "").split():
         fields = (_read(Path(f"/proc/{pid}/stat")) or ")").rsplit(")", 1)[1].split()
         with contextlib.suppress(IndexError, ValueError):
-            total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / TICKS
+            seen[int(pid)] = (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
+    return sum(seen.values())
 
 
-def sample(hosts: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One sample per host (see the module docstring)."""
+def sample(
+    hosts: Mapping[str, Mapping[str, Any]], seen: dict[str, dict[int, float]] | None = None
+) -> list[dict[str, Any]]:
+    """One sample per host (see the module docstring); ``seen`` carries each host's
+    per-process CPU from sample to sample."""
     now = time.time()
+    seen = {} if seen is None else seen
     out = []
     for name, info in hosts.items():
         group = Path(info["cgroup"])
@@ -74,7 +79,7 @@ def sample(hosts: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
             {
                 "time": round(now, 4),
                 "host": name,
-                "cpu_seconds": round(cpu_seconds(group), 4),
+                "cpu_seconds": round(cpu_seconds(group, seen.setdefault(name, {})), 4),
                 "periods": stat.get("nr_periods"),
                 "throttled": stat.get("nr_throttled"),
                 "rx_bytes": int(rx) if rx else None,
@@ -93,6 +98,7 @@ class HostMonitor:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._path: Path | None = None
+        self._seen: dict[str, dict[int, float]] = {}
 
     def on_start(self, run_dir: str, ranks: Sequence[int], control: Any) -> None:
         if not self.hosts:
@@ -120,7 +126,7 @@ class HostMonitor:
         if self._path is None:
             return
         try:
-            lines = "".join(json.dumps(s) + "\n" for s in sample(self.hosts))
+            lines = "".join(json.dumps(s) + "\n" for s in sample(self.hosts, self._seen))
             with open(self._path, "a", encoding="utf-8") as fh:
                 fh.write(lines)
         except OSError as e:  # the host is being taken down; the run goes on

@@ -123,17 +123,20 @@ def _measure(run_dir: str, workers: int, ps: int) -> dict[str, Any]:
         "ps_link_util": float(use.loc[servers, "link_util"].max()),
         "ps_mbit": float(use.loc[servers, ["sent_mbit", "received_mbit"]].max(axis=1).max()),
         "worker_cpu_util": float(use.loc[mine, "cpu_util"].mean()),
+        "chief_cpu_util": float(use.loc[f"h{workers + ps + 1}", "cpu_util"]),
     }
 
 
 def bottleneck(row: Mapping[str, Any]) -> str:
-    """What held a point back: nothing when it scales, else its busiest saturated resource."""
+    """What held a point back: nothing when it scales, else the most used of the servers'
+    CPU and link, the workers' CPU and the chief's CPU (each as a fraction of its share or
+    bandwidth); "(below 80%)" when even that one is not close to full."""
     if row["ratio"] >= SCALES_WITH:
         return "none (scales)"
-    busy = {"PS CPU": row["ps_cpu_util"], "PS link": row["ps_link_util"],
-            "worker CPU": row["worker_cpu_util"]}  # fmt: skip
+    busy = {"PS link": row["ps_link_util"], "PS CPU": row["ps_cpu_util"],
+            "worker CPU": row["worker_cpu_util"], "chief CPU": row["chief_cpu_util"]}  # fmt: skip
     name, value = max(busy.items(), key=lambda kv: kv[1] if kv[1] == kv[1] else -1)
-    return name if value >= BUSY else "not saturated: something else"
+    return name if value >= BUSY else f"{name} (below {BUSY:.0%})"
 
 
 def speeds(summary: Any) -> Any:

@@ -82,7 +82,7 @@ def verdict(table: Any, scale: str = "smoke") -> Verdict:
     one = table[(table["ps"] == 1) & (table["workers"] == n)].iloc[0]
     two = table[(table["ps"] == 2) & (table["workers"] == n)].iloc[0]
     gain = float(two["speed"] / one["speed"])
-    ps_bound = one["bottleneck"].startswith("PS")
+    ps_bound = one["bottleneck"].startswith("PS")  # the most used resource is a server's
     held = one["ratio"] < SCALES_WITH and ps_bound and gain >= GAIN
     pub = {(int(p.setting.split()[0]), p.workers): p.value
            for p in PUBLISHED if p.figure == "PS bottleneck"}  # fmt: skip

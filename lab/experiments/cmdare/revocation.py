@@ -23,13 +23,12 @@ from typing import Any
 from lab.errors import NothingMeasured, ParameterError
 
 SCALES: dict[str, dict[str, Any]] = {
-    "smoke": {"model": "tiny_cnn", "batch_size": 32, "steps": 200, "worker_steps": 450, "cpu": 0.4,
-              "checkpoint_every": 150, "revoke_at": 150, "delay": 1.0, "timeout": 240,
-              "checkpoint_steps": 4},
+    "smoke": {"model": "tiny_cnn", "batch_size": 32, "steps": 750, "worker_steps": 450,
+              "cpu": 0.4, "checkpoint_every": 600, "revoke_at": 300, "delay": 1.0,
+              "timeout": 240, "checkpoint_steps": 4},
     "paper": {"model": "cifar_resnet32", "batch_size": 128, "steps": 4000, "worker_steps": 4000,
-              "cpu": 1.0,
-              "checkpoint_every": 2000, "revoke_at": 2000, "delay": 30.0, "timeout": 3600,
-              "checkpoint_steps": 10},
+              "cpu": 1.0, "checkpoint_every": 2000, "revoke_at": 2000, "delay": 30.0,
+              "timeout": 3600, "checkpoint_steps": 10},
 }  # fmt: skip
 KINDS = ("worker", "chief", "checkpoint")
 MODES = ("cold", "warm")

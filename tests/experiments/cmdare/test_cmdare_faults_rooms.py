@@ -36,7 +36,7 @@ def test_points_are_checked_before_launch() -> None:
     with pytest.raises(ParameterError):
         revocation.points(["hot"], [], [])
     with pytest.raises(ParameterError):
-        revocation.points([], [150], [])  # not before the next checkpoint (every 150)
+        revocation.points([], [600], [])  # not before the next checkpoint (every 600)
     with pytest.raises(ParameterError):
         revocation.check_cluster("local")
     assert [(p["workers"], p["ps"]) for p in bottleneck.points([3], [2])] == [(1, 2), (3, 2)]
@@ -48,9 +48,11 @@ def _table(one_ps_speed: float, ps_cpu: float) -> pd.DataFrame:
     rows = []
     for ps, speeds in ((1, (2.0, 3.0, one_ps_speed)), (2, (2.0, 3.9, 5.6))):
         for w, s in enumerate(speeds, 1):
-            rows.append({"workers": w, "ps": ps, "speed": s, "ps_cpu_util": ps_cpu if ps == 1
-                         else 0.5, "ps_throttled": 0.4, "ps_link_util": 0.3, "ps_mbit": 9.0,
-                         "worker_cpu_util": 0.6, "run_dir": f"r{ps}{w}"})  # fmt: skip
+            cpu = ps_cpu if ps == 1 else 0.5
+            rows.append({"workers": w, "ps": ps, "speed": s, "ps_cpu_util": cpu,
+                         "ps_throttled": 0.4, "ps_link_util": 0.3, "ps_mbit": 9.0,
+                         "worker_cpu_util": 0.6, "chief_cpu_util": 0.2,
+                         "run_dir": f"r{ps}{w}"})  # fmt: skip
     df = pd.DataFrame(rows)
     df["predicted"] = 2.0 * df["workers"]
     df["ratio"] = df["speed"] / df["predicted"]
@@ -65,8 +67,9 @@ def test_bottleneck_is_named_from_the_busiest_saturated_resource() -> None:
     v = breport.verdict(table)
     assert v.status is Status.REPRODUCED and v.lab_value == pytest.approx(5.6 / 3.1)
     assert v.published_value == pytest.approx(70.4 / 62.1) and "PS CPU" in v.why
-    unexplained = _table(3.1, 0.5)  # slow, but no server resource is busy
-    assert breport.verdict(unexplained).status is Status.NOT_REPRODUCED
+    workers_bound = _table(3.1, 0.5)  # slow, and the workers are the most used
+    assert workers_bound.loc[2, "bottleneck"] == "worker CPU (below 80%)"
+    assert breport.verdict(workers_bound).status is Status.NOT_REPRODUCED
     with pytest.raises(NothingMeasured):
         breport.verdict(table[table.ps == 1])
 
