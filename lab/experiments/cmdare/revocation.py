@@ -23,8 +23,8 @@ from typing import Any
 from lab.errors import NothingMeasured, ParameterError
 
 SCALES: dict[str, dict[str, Any]] = {
-    "smoke": {"model": "tiny_cnn", "batch_size": 32, "steps": 750, "worker_steps": 450,
-              "cpu": 0.4, "checkpoint_every": 600, "revoke_at": 300, "delay": 1.0,
+    "smoke": {"model": "tiny_cnn", "batch_size": 32, "steps": 750, "worker_steps": 900,
+              "cpu": 0.4, "checkpoint_every": 600, "revoke_at": 600, "delay": 1.0,
               "timeout": 240, "checkpoint_steps": 4},
     "paper": {"model": "cifar_resnet32", "batch_size": 128, "steps": 4000, "worker_steps": 4000,
               "cpu": 1.0, "checkpoint_every": 2000, "revoke_at": 2000, "delay": 30.0,
