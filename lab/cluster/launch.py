@@ -22,6 +22,8 @@ from typing import Any
 
 from lab.bench.flags import check_argv
 from lab.cluster import rundir
+from lab.cluster.fault_injector import FaultInjector
+from lab.cluster.faults import check_plan, plan_records
 from lab.cluster.inventory import Cluster, Slot, allocate, resolve_cluster
 from lab.cluster.launchers.base import Job, ProcessSpec, RunObserver, get_launcher
 from lab.cluster.ssh import (
@@ -57,6 +59,7 @@ def launch(
     results_root: str | os.PathLike[str] | None = None,
     check: bool = True,
     grace: float = 5.0,
+    faults: Sequence[Any] | None = None,
 ) -> RunResult:
     """Run ``command`` as ``np`` ranks and block until they end.
 
@@ -78,6 +81,8 @@ def launch(
         results_root: where ``runs/`` goes (default ``$DISTLAB_RESULTS`` or ``results/``).
         check: raise RanksFailed when the run does not succeed.
         grace: seconds between SIGTERM and SIGKILL when ranks are ended.
+        faults: hosts to revoke during the run (lab.cluster.faults.Revocation); their
+            events go to ``events.jsonl`` in the run directory.
 
     Returns:
         The RunResult (also when the run failed, if ``check`` is False).
@@ -114,6 +119,7 @@ def launch(
         params=dict(params or {}),
     )
     runner.check(job)
+    plan = check_plan(faults, target, runner.build(job, slots), argv, np) if faults else ()
     ssh_opts = ssh_options(target)
     if not target.emulated:
         check_hosts([s.host for s in slots], options=ssh_opts)
@@ -132,17 +138,21 @@ def launch(
         except BaseException:
             shutil.rmtree(run_dir, ignore_errors=True)  # nothing ran: leave no run behind
             raise
+        injector = FaultInjector(plan, up) if plan else None
+        watchers = [*observers, *_host_monitor(up), *([injector] if injector else [])]
         supervisor = Supervisor(
             specs,
             runner,
             run_dir,
             timeout=timeout,
-            observers=observers,
+            observers=watchers,
+            faults=injector,
             grace=float(grace),
             ssh_options=ssh_opts,
             manifest={
                 **_manifest_fields(job, launcher, up, slots),
                 "env_defaults": env_defaults(given),
+                "faults": plan_records(plan),
             },
         )
         git = rundir.git_state_later()
@@ -250,6 +260,16 @@ def _with_ssh_config(job: Job, runner: Any, run_dir: Path, ssh_opts: Sequence[st
     path.write_text(ssh_config_text(job.cluster.hosts, includes))
     path.chmod(0o600)  # ssh refuses a config that others may write
     return dataclasses.replace(job, options={**job.options, "ssh_config": str(path)})
+
+
+def _host_monitor(cluster: Cluster) -> list[RunObserver]:
+    """Emulated hosts' CPU and link use are sampled into the run directory (hostload.jsonl)."""
+    emulation = cluster.extra.get("emulation") if cluster.emulated else None
+    if not emulation:
+        return []
+    from lab.cluster.emulation.monitor import HostMonitor
+
+    return [HostMonitor(emulation)]
 
 
 def _in_namespace(spec: ProcessSpec) -> ProcessSpec:

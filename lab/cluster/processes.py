@@ -29,6 +29,7 @@ class Proc:
         self.code: int | None = None
         self.signal: str | None = None
         self.rank_pid: int | None = None
+        self.revoked = False  # ended on purpose by a fault plan: its exit fails nothing
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
         self.readers: list[threading.Thread] = []
 

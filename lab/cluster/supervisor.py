@@ -77,6 +77,9 @@ class Supervisor:
             run directory's name.
         ssh_options: extra ssh arguments for remote processes.
         manifest: fields the manifest starts with (parameters, launcher, hosts, ...).
+        faults: called as ``faults.tick(self, now)`` on every turn of the watch loop, so a
+            fault plan (lab.cluster.faults) can revoke hosts and start replacements from
+            the thread that polls and tears down.
     """
 
     def __init__(
@@ -91,6 +94,7 @@ class Supervisor:
         run_id: str | None = None,
         ssh_options: Sequence[str] = (),
         manifest: Mapping[str, Any] | None = None,
+        faults: Any = None,
     ) -> None:
         self.launcher = launcher
         self.run_dir = Path(run_dir)
@@ -100,6 +104,7 @@ class Supervisor:
         self.run_id = run_id or self.run_dir.name
         self.ssh_options = list(ssh_options)
         self._manifest = dict(manifest or {})
+        self._faults = faults
         self._procs = [self._prepare(s) for s in specs]
         self.ranks = sorted({r for s in specs for r in s.ranks})
         self._tails: dict[int, deque[str]] = {r: deque(maxlen=TAIL_LINES) for r in self.ranks}
@@ -142,6 +147,26 @@ class Supervisor:
             raise
         return self._finish()
 
+    def processes(self) -> list[Proc]:
+        """The run's processes so far (replacements included), in start order."""
+        return list(self._procs)
+
+    def revoke(self, proc: Proc) -> None:
+        """Mark ``proc`` as revoked before it is ended from outside: its exit then neither
+        fails nor ends the run (lab.cluster.faults)."""
+        proc.revoked = True
+
+    def spawn(self, spec: ProcessSpec) -> Proc:
+        """Start one more process in the running run (a replacement) and stream its output
+        like the others'; called from the watch loop (``faults.tick``)."""
+        proc = self._prepare(spec)
+        for rank in spec.ranks:
+            self._tails.setdefault(rank, deque(maxlen=TAIL_LINES))
+            self._log(rank)
+        self._procs.append(proc)
+        self._launch(proc)
+        return proc
+
     def command_lines(self) -> list[dict[str, Any]]:
         """Each process as the manifest records it: the spec's argv and what was started."""
         return rundir.process_lines(self._procs)
@@ -180,29 +205,32 @@ class Supervisor:
         for obs in self.observers:
             self._notify(obs, "on_start", str(self.run_dir), list(self.ranks), self)
         for proc in self._procs:
-            proc.popen = subprocess.Popen(
-                proc.argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=proc.env,
-                cwd=proc.cwd,
+            self._launch(proc)
+
+    def _launch(self, proc: Proc) -> None:
+        proc.popen = subprocess.Popen(
+            proc.argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=proc.env,
+            cwd=proc.cwd,
+        )
+        proc.started = time.time()
+        waiter = threading.Thread(
+            target=self._wait, args=(proc,), name=f"lab-wait-{proc.spec.ranks}", daemon=True
+        )
+        waiter.start()
+        for name, pipe in (("stdout", proc.popen.stdout), ("stderr", proc.popen.stderr)):
+            t = threading.Thread(
+                target=self._read,
+                args=(proc, name, pipe),
+                name=f"lab-{name}-{proc.spec.ranks}",
+                daemon=True,
             )
-            proc.started = time.time()
-            waiter = threading.Thread(
-                target=self._wait, args=(proc,), name=f"lab-wait-{proc.spec.ranks}", daemon=True
-            )
-            waiter.start()
-            for name, pipe in (("stdout", proc.popen.stdout), ("stderr", proc.popen.stderr)):
-                t = threading.Thread(
-                    target=self._read,
-                    args=(proc, name, pipe),
-                    name=f"lab-{name}-{proc.spec.ranks}",
-                    daemon=True,
-                )
-                t.start()
-                proc.readers.append(t)
-            log.debug("started %s (pid %d)", proc.spec.argv, proc.popen.pid)
+            t.start()
+            proc.readers.append(t)
+        log.debug("started %s (pid %d)", proc.spec.argv, proc.popen.pid)
 
     def _wait(self, proc: Proc) -> None:
         """Wake the watch loop the moment a process exits (it need not poll for it)."""
@@ -282,14 +310,16 @@ class Supervisor:
         next_snapshot = 0.0
         while True:
             self._poll()
-            state = poll([p.code for p in self._procs])
             now = time.time()
+            if self._faults is not None:
+                self._faults.tick(self, now)
+            state = poll([p.code for p in self._procs if not p.revoked])
             if state is RunState.SUCCEEDED:
                 self.state = state
                 return
             if state is RunState.FAILED:
                 root = min(
-                    (p for p in self._procs if p.code not in (None, 0)),
+                    (p for p in self._procs if p.code not in (None, 0) and not p.revoked),
                     key=lambda p: (p.ended or now, p.spec.ranks),
                 )
                 how = f"signal {root.signal}" if root.signal else f"exit code {root.code}"
@@ -397,7 +427,7 @@ class Supervisor:
         return result
 
     def _result(self) -> RunResult:
-        failed = [p for p in self._procs if p.code not in (None, 0)]
+        failed = [p for p in self._procs if p.code not in (None, 0) and not p.revoked]
         failures = tuple(
             sorted(
                 (
