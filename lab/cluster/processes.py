@@ -7,10 +7,11 @@ import logging
 import subprocess
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from lab.cluster.launchers.base import ProcessSpec
+from lab.errors import RankFailure
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,30 @@ class Proc:
 def rank_of(p: Proc) -> int:
     """The rank a process answers for in reports (-1 for rank-less processes, e.g. a PS)."""
     return p.spec.ranks[0] if p.spec.ranks else -1
+
+
+def failures_of(
+    procs: Iterable[Proc],
+    tail_of: Callable[[Proc], Iterable[str]],
+    lines: int,
+    default_end: float,
+) -> tuple[RankFailure, ...]:
+    """Every failed (not revoked) process as a RankFailure, the earliest first: the root
+    cause of a failed run leads its report."""
+    failed = [p for p in procs if p.code not in (None, 0) and not getattr(p, "revoked", False)]
+    found = (
+        RankFailure(
+            rank=rank_of(p),
+            host=p.spec.host.name,
+            pid=p.rank_pid,
+            exit_code=p.code,
+            signal=p.signal,
+            tail=tuple(tail_of(p))[-lines:],
+            ended_at=p.ended or default_end,
+        )
+        for p in failed
+    )
+    return tuple(sorted(found, key=lambda f: (f.ended_at, f.rank)))
 
 
 class ProcessTracker:

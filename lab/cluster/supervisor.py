@@ -32,19 +32,20 @@ from pathlib import Path
 from typing import IO, Any
 
 from lab.cluster import rundir
-from lab.cluster.launchers.base import Launcher, Line, ProcessSpec, RunObserver
+from lab.cluster.launchers.base import Launcher, ProcessSpec, RunObserver
 from lab.cluster.lines import LineSplitter
-from lab.cluster.processes import TAIL_LINES, Proc, ProcessTracker, rank_of
+from lab.cluster.output import RunOutput
+from lab.cluster.processes import TAIL_LINES, Proc, ProcessTracker, failures_of, rank_of
 from lab.cluster.runstate import (
     EXIT_CANCELLED,
     EXIT_TIMEOUT,
     RunResult,
     RunState,
+    exit_code_of,
     exit_status,
     poll,
 )
 from lab.cluster.ssh import GUARD_PATH, ssh_argv
-from lab.errors import RankFailure
 
 __all__ = [
     "EXIT_CANCELLED",
@@ -107,14 +108,11 @@ class Supervisor:
         self._faults = faults
         self._procs = [self._prepare(s) for s in specs]
         self.ranks = sorted({r for s in specs for r in s.ranks})
-        self._tails: dict[int, deque[str]] = {r: deque(maxlen=TAIL_LINES) for r in self.ranks}
-        self._logs: dict[int | None, tuple[IO[str], threading.Lock]] = {}
-        self._logs_lock = threading.Lock()
+        self._out = RunOutput(self.run_dir, launcher, self.observers, self.ranks)
         self._wake = threading.Event()
         self._cancelled = threading.Event()
         self._cancel_reason = ""
         self._tracker = ProcessTracker()
-        self._warned: set[str] = set()
         self.state = RunState.PENDING
         self.reason = ""
         self.started = self.ended = 0.0
@@ -161,8 +159,8 @@ class Supervisor:
         like the others'; called from the watch loop (``faults.tick``)."""
         proc = self._prepare(spec)
         for rank in spec.ranks:
-            self._tails.setdefault(rank, deque(maxlen=TAIL_LINES))
-            self._log(rank)
+            self._out.tails.setdefault(rank, deque(maxlen=TAIL_LINES))
+            self._out.log(rank)
         self._procs.append(proc)
         self._launch(proc)
         return proc
@@ -191,7 +189,7 @@ class Supervisor:
         self.started = time.time()
         self.state = RunState.RUNNING
         for rank in self.ranks:
-            self._log(rank)
+            self._out.log(rank)
         rundir.write_manifest(
             self.run_dir,
             **self._manifest,
@@ -203,7 +201,7 @@ class Supervisor:
             processes=self.command_lines(),
         )
         for obs in self.observers:
-            self._notify(obs, "on_start", str(self.run_dir), list(self.ranks), self)
+            self._out.notify(obs, "on_start", str(self.run_dir), list(self.ranks), self)
         for proc in self._procs:
             self._launch(proc)
 
@@ -243,65 +241,10 @@ class Supervisor:
     # -- output ---------------------------------------------------------------------------
 
     def _read(self, proc: Proc, stream: str, pipe: IO[bytes] | None) -> None:
-        assert pipe is not None
-        splitter = LineSplitter()
-        fd = pipe.fileno()
         try:
-            while True:
-                try:
-                    data = os.read(fd, 65536)
-                except OSError:
-                    data = b""
-                for text in splitter.feed(data, final=not data):
-                    self._line(proc, stream, text)
-                if not data:
-                    break
+            self._out.read(proc, stream, pipe)
         finally:
-            pipe.close()
             self._wake.set()
-
-    def _line(self, proc: Proc, stream: str, text: str) -> None:
-        try:
-            line = self.launcher.demux(proc.spec, stream, text)
-        except Exception:
-            self._warn_once("demux", "launcher %s could not attribute a line", self.launcher)
-            line = Line(None, stream, text)
-        proc.tail.append(line.text)
-        if line.rank is not None:
-            tail = self._tails.get(line.rank)
-            if tail is None:
-                with self._logs_lock:
-                    tail = self._tails.setdefault(line.rank, deque(maxlen=TAIL_LINES))
-            tail.append(line.text)
-        f, lock = self._log(line.rank)
-        with lock:
-            f.write(line.text + "\n")
-        for obs in self.observers:
-            self._notify(obs, "on_line", line)
-
-    def _log(self, rank: int | None) -> tuple[IO[str], threading.Lock]:
-        entry = self._logs.get(rank)
-        if entry is None:
-            with self._logs_lock:
-                entry = self._logs.get(rank)
-                if entry is None:
-                    name = "launcher.log" if rank is None else f"rank-{rank}.log"
-                    f = open(  # noqa: SIM115  (closed in _finish)
-                        self.run_dir / name, "a", buffering=1, encoding="utf-8", errors="replace"
-                    )
-                    entry = self._logs[rank] = (f, threading.Lock())
-        return entry
-
-    def _notify(self, obs: RunObserver, method: str, *args: Any) -> None:
-        try:
-            getattr(obs, method)(*args)
-        except Exception:
-            self._warn_once(f"{id(obs)}.{method}", "observer %r failed in %s", obs, method)
-
-    def _warn_once(self, key: str, msg: str, *args: Any) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            log.warning(msg, *args, exc_info=True)
 
     # -- watching -----------------------------------------------------------------------
 
@@ -415,48 +358,21 @@ class Supervisor:
                 if t.is_alive():
                     log.warning("output of %s still open after the run ended", p.spec.argv)
         self._kill_tracked()
-        with self._logs_lock:
-            for f, _ in self._logs.values():
-                f.close()
+        self._out.close()
         self.ended = time.time()
         result = self._result()
         rundir.write_manifest(self.run_dir, **rundir.end_fields(result, self._procs))
         for obs in self.observers:
             codes = result.rank_exit_codes
-            self._notify(obs, "on_end", result.state.value, result.exit_code, codes)
+            self._out.notify(obs, "on_end", result.state.value, result.exit_code, codes)
         return result
 
     def _result(self) -> RunResult:
-        failed = [p for p in self._procs if p.code not in (None, 0) and not p.revoked]
-        failures = tuple(
-            sorted(
-                (
-                    RankFailure(
-                        rank=rank_of(p),
-                        host=p.spec.host.name,
-                        pid=p.rank_pid,
-                        exit_code=p.code,
-                        signal=p.signal,
-                        tail=tuple(self._tail_of(p))[-REPORT_LINES:],
-                        ended_at=p.ended or self.ended,
-                    )
-                    for p in failed
-                ),
-                key=lambda f: (f.ended_at, f.rank),
-            )
-        )
-        if self.state is RunState.SUCCEEDED:
-            code = 0
-        elif self.state is RunState.TIMED_OUT:
-            code = EXIT_TIMEOUT
-        elif self.state is RunState.CANCELLED:
-            code = EXIT_CANCELLED
-        else:
-            code = (failures[0].exit_code or 1) if failures else 1
+        failures = failures_of(self._procs, self._tail_of, REPORT_LINES, default_end=self.ended)
         return RunResult(
             run_dir=self.run_dir,
             state=self.state,
-            exit_code=code,
+            exit_code=exit_code_of(self.state, failures),
             rank_exit_codes={r: p.code for p in self._procs for r in p.spec.ranks},
             started=self.started,
             ended=self.ended,
@@ -468,5 +384,5 @@ class Supervisor:
 
     def _tail_of(self, p: Proc) -> Iterable[str]:
         if len(p.spec.ranks) == 1:
-            return self._tails.get(p.spec.ranks[0], p.tail)
+            return self._out.tails.get(p.spec.ranks[0], p.tail)
         return p.tail
