@@ -32,7 +32,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # -- Python environment --------------------------------------------------------------
-want=$(cat requirements.txt pyproject.toml env/setup.sh env/build_horovod.sh | sha256sum | cut -c1-16)
+want=$(cat requirements.txt pyproject.toml env/setup.sh env/build_*.sh env/kungfu-patches/* | sha256sum | cut -c1-16)
 stamp="$venv/.distlab-setup"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] \
    && "$venv/bin/python" -c 'import lab, horovod, papermill' 2>/dev/null; then
@@ -60,5 +60,6 @@ if not list(root.glob("tensorflow/mpi_lib*.so")):
 PY
 
 timeout 600 "${pip[@]}" install --quiet --no-deps --no-build-isolation -e .
+env/build_kungfu.sh "$venv" >/dev/null || [ $? = 3 ]  # 3: no KungFu source; runs without it
 echo "$want" > "$stamp"
 log "done: $("$venv/bin/python" -c 'import lab; print("distlab", lab.__version__)')"

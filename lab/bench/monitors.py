@@ -11,7 +11,8 @@ squared norm and of the noise tr(Σ):
 
 Each estimate is smoothed with its own exponential moving average and the noise scale is
 B_noise = EMA(S) / EMA(|G|²), as KungFu's ``NoiseScale`` kernel does (kungfu/ema.hpp: the
-first value is taken as is, then ``alpha·x + (1 − alpha)·ema``). KungFu uses the rank's
+first value is taken as is, then ``alpha·ema + (1 − alpha)·x``: alpha weighs the past; checked
+against the kernel itself by lab.experiments.kungfu.crosscheck). KungFu uses the rank's
 own local gradient, so every rank prints its own estimate.
 
 Gradient variance across workers (KungFu's ``MonitorGradientVarianceOptimizer``): one
@@ -95,9 +96,9 @@ class NoiseScaleEMA:
 
     def update(self, g_sq: float, s: float) -> float:
         """Fold in one step's estimates; returns the smoothed noise scale B_noise."""
-        a = self.alpha
-        self.g_sq = g_sq if self.g_sq is None else a * g_sq + (1 - a) * self.g_sq
-        self.s = s if self.s is None else a * s + (1 - a) * self.s
+        a = self.alpha  # KungFu's rule: alpha weighs the running value, not the new one
+        self.g_sq = g_sq if self.g_sq is None else a * self.g_sq + (1 - a) * g_sq
+        self.s = s if self.s is None else a * self.s + (1 - a) * s
         return self.value
 
     @property

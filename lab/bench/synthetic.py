@@ -18,8 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 from lab.bench.backends import BACKENDS, EngineUnavailable
+from lab.bench.backends.common import setup_tensorflow
 from lab.bench.flags import OPTIMIZERS, parse_checked, training_parser
 from lab.bench.models import check_image_size, get_spec
+from lab.bench.standby import wait_if_standby
 from lab.errors import ParameterError, require_at_least
 
 MONITORS = ("none", "noise-scale", "variance")
@@ -46,6 +48,9 @@ class Config:
     threads: int = 0
     port_base: int = 0
     ps_wait: float = 600.0
+    chief_grace: float = 60.0
+    checkpoint_dir: str = ""
+    checkpoint_every: int = 0
 
     def to_argv(self) -> list[str]:
         """The flags that reproduce this config (what a launcher puts after the module)."""
@@ -77,6 +82,24 @@ def _parser() -> argparse.ArgumentParser:
         default=600.0,
         help="ps/worker tasks: seconds to wait for the chief to appear before giving up",
     )
+    p.add_argument(
+        "--chief-grace",
+        type=float,
+        default=60.0,
+        help="ps/worker tasks: seconds to wait for a chief whose host vanished (revoked) to "
+        "come back; a chief that ended (its host refuses the connection) ends them at once",
+    )
+    p.add_argument(
+        "--checkpoint-dir",
+        default="",
+        help="ps chief: write checkpoints here and resume from the latest one found",
+    )
+    p.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=0,
+        help="ps chief: global steps between checkpoints (0: none)",
+    )
     return p
 
 
@@ -101,7 +124,12 @@ def check_config(cfg: Config) -> None:
         ("num-classes", cfg.num_classes, 2),
         ("threads", cfg.threads, 0),
         ("port-base", cfg.port_base, 0),
+        ("checkpoint-every", cfg.checkpoint_every, 0),
     )
+    if not cfg.chief_grace >= 0:
+        raise ParameterError("chief-grace", cfg.chief_grace, "seconds >= 0")
+    if cfg.checkpoint_every and not cfg.checkpoint_dir:
+        raise ParameterError("checkpoint-dir", "", "a directory, with --checkpoint-every")
     if not cfg.lr > 0:
         raise ParameterError("lr", cfg.lr, "a number > 0")
     if cfg.monitor != "none" and not BACKENDS[cfg.backend][1]:
@@ -137,6 +165,9 @@ def _config(ns: argparse.Namespace) -> Config:
         threads=ns.threads,
         port_base=ns.port_base,
         ps_wait=ns.ps_wait,
+        chief_grace=ns.chief_grace,
+        checkpoint_dir=ns.checkpoint_dir,
+        checkpoint_every=ns.checkpoint_every,
     )
     check_config(cfg)
     return cfg
@@ -145,6 +176,7 @@ def _config(ns: argparse.Namespace) -> Config:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark; returns the process exit code."""
     cfg = parse_args(argv)
+    wait_if_standby(lambda: setup_tensorflow(cfg.threads), cfg.ps_wait)
     module = importlib.import_module(f"lab.bench.backends.{BACKENDS[cfg.backend][0]}")
     try:
         return int(module.run(cfg))

@@ -30,19 +30,21 @@ to S seconds before signalling.
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import ctypes
 import os
 import select
-import signal
 import stat
-import subprocess
 import sys
 import time
 
+try:  # the C module behind `signal`: the same calls without the enum import, which
+    import _signal as signal  # would be a fifth of the guard's start-up
+except ImportError:  # pragma: no cover (other Pythons)
+    import signal  # type: ignore[no-redef]
+
 PR_SET_CHILD_SUBREAPER = 36
 EOF_REASON = "stdin closed (the run is ending, or its launcher or connection is gone)"
+STOP_SIGNALS = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT", signal.SIGHUP: "SIGHUP"}
 _stop_signal: int | None = None
 
 
@@ -91,7 +93,54 @@ def _children_map() -> dict[int, list[int]]:
     return out
 
 
-def _descendants(root: int) -> list[int]:
+def _children(pid: int) -> list[int] | None:
+    """Live children of ``pid`` from /proc/PID/task/*/children (a few small reads, where a
+    scan of /proc reads every process's stat); None where the kernel lacks that file."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []  # pid is gone: no children
+    out: list[int] = []
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                out += [int(x) for x in f.read().split()]
+        except FileNotFoundError:
+            if not os.path.exists(f"/proc/{pid}/task/{tid}"):
+                continue  # the thread ended meanwhile
+            return None  # no CONFIG_PROC_CHILDREN
+        except OSError:
+            continue
+    return [c for c in out if _alive(c)]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return False
+    state = data[data.rfind(b")") + 2 : data.rfind(b")") + 3]
+    return state not in (b"Z", b"X")
+
+
+def descendants(root: int) -> list[int]:
+    """Every live descendant of ``root``, walked down from it (children files), or found
+    by scanning /proc where the kernel has no children files."""
+    found: list[int] = []
+    todo = [root]
+    while todo:
+        kids = _children(todo.pop())
+        if kids is None:
+            return _descendants_by_scan(root)
+        for pid in kids:
+            if pid not in found:
+                found.append(pid)
+                todo.append(pid)
+    return found
+
+
+def _descendants_by_scan(root: int) -> list[int]:
     tree = _children_map()
     found, todo = [], [root]
     while todo:
@@ -103,20 +152,73 @@ def _descendants(root: int) -> list[int]:
 
 
 def _signal_all(pgid: int | None, pids: list[int], sig: int) -> None:
+    # try/except rather than contextlib.suppress: contextlib is a start-up cost here
     if pgid is not None:
-        with contextlib.suppress(OSError):
+        try:  # noqa: SIM105
             os.killpg(pgid, sig)
+        except OSError:
+            pass
     for pid in pids:
-        with contextlib.suppress(OSError):
+        try:  # noqa: SIM105
             os.kill(pid, sig)
+        except OSError:
+            pass
+
+
+def _which(name: str, env: dict[str, str]) -> str:
+    """``name`` looked up on the child's PATH (as subprocess does), or as given."""
+    if os.sep in name:
+        return name
+    for folder in env.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(folder or ".", name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    raise FileNotFoundError(2, "not found on PATH", name)
+
+
+def _spawn(command: list[str], env: dict[str, str], cwd: str | None, pipe: bool) -> _Child:
+    """Start ``command`` in a new session, stdin from /dev/null (or a pipe we keep).
+
+    os.posix_spawn rather than subprocess: importing subprocess would double the guard's
+    start-up, which every rank of every launch pays. Only fds 0-2 reach the child (Python's
+    own fds are not inheritable); posix_spawn has no cwd, so the guard moves there first.
+    """
+    if cwd:
+        os.chdir(cwd)
+    write = None
+    if pipe:
+        read, write = os.pipe()
+    else:
+        read = os.open(os.devnull, os.O_RDONLY)
+    try:
+        pid = os.posix_spawn(
+            _which(command[0], env),
+            command,
+            env,
+            file_actions=[(os.POSIX_SPAWN_DUP2, read, 0)],
+            setsid=True,
+        )
+    except BaseException:
+        if write is not None:
+            os.close(write)
+        raise
+    finally:
+        os.close(read)
+    return _Child(pid, write)
 
 
 class _Child:
     """The command's process plus the reaping of every process we are parent of."""
 
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        self.proc = proc
+    def __init__(self, pid: int, stdin: int | None = None) -> None:
+        self.pid = pid
+        self.stdin = stdin  # our end of its stdin pipe (--forward-eof), else None
         self.status: int | None = None
+
+    def close_stdin(self) -> None:
+        if self.stdin is not None:
+            os.close(self.stdin)
+            self.stdin = None
 
     def reap(self) -> None:
         while True:
@@ -126,9 +228,8 @@ class _Child:
                 return
             if pid == 0:
                 return
-            if pid == self.proc.pid:
+            if pid == self.pid:
                 self.status = os.waitstatus_to_exitcode(status)
-                self.proc.returncode = self.status
 
     @property
     def done(self) -> bool:
@@ -149,21 +250,21 @@ def _end_tree(child: _Child, grace: float, pgid: int | None) -> None:
     number cannot have been reused); descendants are found either way.
     """
     me = os.getpid()
-    _signal_all(pgid, _descendants(me), signal.SIGTERM)
+    _signal_all(pgid, descendants(me), signal.SIGTERM)
     end = time.monotonic() + grace
     while time.monotonic() < end:
         child.reap()
-        if not _descendants(me):
+        if not descendants(me):
             return
         time.sleep(0.05)
-    left = _descendants(me)
+    left = descendants(me)
     if left:
         _log(f"{len(left)} process(es) outlived SIGTERM by {grace:g}s; sending SIGKILL")
     _signal_all(None if child.done else pgid, left, signal.SIGKILL)
     end = time.monotonic() + 5.0
     while time.monotonic() < end:
         child.reap()
-        if not _descendants(me):
+        if not descendants(me):
             return
         time.sleep(0.05)
 
@@ -177,20 +278,52 @@ def _watch_stdin() -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
-def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+USAGE = "usage: guard.py [--env K=V] [--cwd DIR] [--grace S] [--forward-eof S] -- argv..."
+
+
+class _Options:
+    def __init__(self) -> None:
+        self.env: list[str] = []
+        self.cwd: str | None = None
+        self.grace = 5.0
+        self.forward_eof: float | None = None
+
+
+def _parse(argv: list[str]) -> tuple[_Options, list[str]]:
+    """The guard's few flags, read by hand: argparse (and the re and enum it imports)
+    would be most of the guard's start-up time, which every rank of every launch pays."""
     if "--" not in argv:
-        raise SystemExit("usage: guard.py [--env K=V] [--cwd DIR] [--grace S] -- argv...")
+        raise SystemExit(USAGE)
     cut = argv.index("--")
-    p = argparse.ArgumentParser(prog="guard.py", add_help=False)
-    p.add_argument("--env", action="append", default=[])
-    p.add_argument("--cwd")
-    p.add_argument("--grace", type=float, default=5.0)
-    p.add_argument("--forward-eof", type=float, default=None)
-    opts = p.parse_args(argv[:cut])
+    opts, flags = _Options(), argv[:cut]
+    for i in range(0, len(flags), 2):
+        name, value = flags[i], flags[i + 1] if i + 1 < len(flags) else None
+        if value is None or name not in ("--env", "--cwd", "--grace", "--forward-eof"):
+            raise SystemExit(f"guard.py: bad arguments {flags!r}; {USAGE}")
+        try:
+            if name == "--env":
+                opts.env.append(value)
+            elif name == "--cwd":
+                opts.cwd = value
+            elif name == "--grace":
+                opts.grace = float(value)
+            else:
+                opts.forward_eof = float(value)
+        except ValueError:
+            raise SystemExit(f"guard.py: {name} {value!r} is not a number") from None
     command = argv[cut + 1 :]
     if not command:
         raise SystemExit("guard.py: no command after --")
     return opts, command
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when ``pid`` exits (Linux >= 5.3), so the guard
+    notices its child's exit at once instead of at its next poll."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
 
 
 def main(argv: list[str]) -> int:
@@ -201,33 +334,28 @@ def main(argv: list[str]) -> int:
         if not sep or not key:
             raise SystemExit(f"guard.py: --env {item!r} is not K=V")
         env[key] = value
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for sig in STOP_SIGNALS:
         signal.signal(sig, _on_signal)
     _set_subreaper()
     parent = os.getppid()
     try:
-        proc = subprocess.Popen(
-            command,
-            env=env,
-            cwd=opts.cwd,
-            stdin=subprocess.PIPE if opts.forward_eof is not None else subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        child = _spawn(command, env, opts.cwd, pipe=opts.forward_eof is not None)
     except OSError as e:
         _log(f"cannot start {command[0]!r}: {e}")
         return 127
-    child = _Child(proc)
     watch = _watch_stdin()
+    exited = _pidfd(child.pid)
+    fds = ([0] if watch else []) + ([exited] if exited is not None else [])
     reason = None
     while not child.done:
         if _stop_signal is not None:
-            reason = f"got {signal.Signals(_stop_signal).name}"
+            reason = f"got {STOP_SIGNALS.get(_stop_signal, _stop_signal)}"
         elif os.getppid() != parent:
             reason = "launching process exited"
-        elif watch:
+        elif fds:
             try:
-                ready, _, _ = select.select([0], [], [], 0.1)
-                if ready and not os.read(0, 4096):
+                ready, _, _ = select.select(fds, [], [], 0.1)
+                if watch and 0 in ready and not os.read(0, 4096):
                     reason = EOF_REASON
             except InterruptedError:
                 continue
@@ -238,13 +366,13 @@ def main(argv: list[str]) -> int:
         if reason:
             break
     if reason and not child.done:
-        _log(f"{reason}; ending pid {proc.pid} and its descendants")
-        if opts.forward_eof is not None and proc.stdin is not None:
-            proc.stdin.close()
+        _log(f"{reason}; ending pid {child.pid} and its descendants")
+        if opts.forward_eof is not None and child.stdin is not None:
+            child.close_stdin()
             child.wait(opts.forward_eof)
-        _end_tree(child, opts.grace, None if child.done else proc.pid)
-    elif _descendants(os.getpid()):
-        _log(f"pid {proc.pid} exited; ending the processes it left behind")
+        _end_tree(child, opts.grace, None if child.done else child.pid)
+    elif descendants(os.getpid()):
+        _log(f"pid {child.pid} exited; ending the processes it left behind")
         _end_tree(child, opts.grace, None)
     child.wait(1.0)
     code = child.status if child.status is not None else 128 + signal.SIGKILL

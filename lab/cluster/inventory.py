@@ -19,6 +19,7 @@ from lab.cluster.device_types import (
     emulated_with_cpu,
     parse_device_types,
 )
+from lab.cluster.profile_schema import check_profile
 from lab.errors import HostSpecError, ParameterError
 
 LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "local"})
@@ -202,15 +203,7 @@ def load_profile(name_or_path: str | os.PathLike[str]) -> Cluster:
 def cluster_from_dict(data: dict[str, Any], default_name: str, source: str = "") -> Cluster:
     """Build a Cluster from a profile's parsed YAML (see env/clusters/example.yaml)."""
     where = source or default_name
-    if not isinstance(data, dict):
-        raise HostSpecError(f"cluster profile {where}: expected a mapping at top level")
-    known = {"name", "hosts", "python", "workdir", "emulated", "description", "ssh"}
-    known |= {"device_types", "host_device_types"}
-    unknown = set(data) - known
-    if unknown:
-        raise HostSpecError(
-            f"cluster profile {where}: unknown keys {sorted(unknown)}; allowed: {sorted(known)}"
-        )
+    check_profile(data, where)  # every key and type, naming the file and the key
     python, workdir = data.get("python"), data.get("workdir")
     ssh = data.get("ssh") or {}
     hosts: list[Host] = []

@@ -14,15 +14,26 @@ import logging
 import os
 import platform
 import shlex
+import shutil
 import sys
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from lab.bench.flags import check_argv
 from lab.cluster import rundir
+from lab.cluster.fault_injector import FaultInjector
+from lab.cluster.faults import check_plan, plan_records
 from lab.cluster.inventory import Cluster, Slot, allocate, resolve_cluster
 from lab.cluster.launchers.base import Job, ProcessSpec, RunObserver, get_launcher
-from lab.cluster.ssh import check_hosts, ssh_options
+from lab.cluster.ssh import (
+    SSH_CONFIG_NAME,
+    check_hosts,
+    needs_ssh_config,
+    split_config_option,
+    ssh_config_text,
+    ssh_options,
+)
 from lab.cluster.supervisor import RunResult, RunState, Supervisor
 from lab.errors import LaunchError, ParameterError, RanksFailed
 from lab.metrics.machine import hardware_description
@@ -48,6 +59,7 @@ def launch(
     results_root: str | os.PathLike[str] | None = None,
     check: bool = True,
     grace: float = 5.0,
+    faults: Sequence[Any] | None = None,
 ) -> RunResult:
     """Run ``command`` as ``np`` ranks and block until they end.
 
@@ -60,7 +72,8 @@ def launch(
         hostfile: an OpenMPI/MPICH/KungFu hostfile. At most one of hosts, cluster, hostfile.
         timeout: seconds until the run is ended as timed out (exit code 124).
         experiment: the run directory's group: ``results/runs/<experiment>/``.
-        env: extra environment for every rank.
+        env: extra environment for every rank; it wins over RANK_ENV_DEFAULTS (which the
+            manifest records under ``env_defaults``).
         options: launcher-specific settings.
         params: the experiment's parameters, recorded in the manifest.
         view: ``"auto"`` (widgets in a notebook, a progress line elsewhere), ``"widget"``,
@@ -68,6 +81,8 @@ def launch(
         results_root: where ``runs/`` goes (default ``$DISTLAB_RESULTS`` or ``results/``).
         check: raise RanksFailed when the run does not succeed.
         grace: seconds between SIGTERM and SIGKILL when ranks are ended.
+        faults: hosts to revoke during the run (lab.cluster.faults.Revocation); their
+            events go to ``events.jsonl`` in the run directory.
 
     Returns:
         The RunResult (also when the run failed, if ``check`` is False).
@@ -87,7 +102,8 @@ def launch(
         raise ParameterError("grace", grace, "a number of seconds >= 0")
     rundir.check_experiment(experiment)
     check_argv(argv)  # a lab workload's own flag checks, here rather than in N ranks
-    rank_env = _env(env)
+    given = _env(env)
+    rank_env = {**env_defaults(given), **given}
     target = _cluster(hosts, cluster, hostfile)
     argv = _with_interpreter(argv, target)
     slots = allocate(target, np)
@@ -103,6 +119,7 @@ def launch(
         params=dict(params or {}),
     )
     runner.check(job)
+    plan = check_plan(faults, target, runner.build(job, slots), argv, np) if faults else ()
     ssh_opts = ssh_options(target)
     if not target.emulated:
         check_hosts([s.host for s in slots], options=ssh_opts)
@@ -112,20 +129,38 @@ def launch(
         if up is not target:
             job = dataclasses.replace(job, cluster=up)
             slots = allocate(up, np)
-        specs = [_in_namespace(s) for s in runner.build(job, slots)]
         run_dir = rundir.new_run_dir(experiment, results_root)
+        try:
+            job = _with_ssh_config(job, runner, run_dir, ssh_opts)
+            if getattr(runner, "wants_run_dir", False):  # e.g. kungfu-run's -logdir goes there
+                job = dataclasses.replace(job, options={**job.options, "run_dir": str(run_dir)})
+            specs = [_in_namespace(s) for s in runner.build(job, slots)]
+        except BaseException:
+            shutil.rmtree(run_dir, ignore_errors=True)  # nothing ran: leave no run behind
+            raise
+        injector = FaultInjector(plan, up) if plan else None
+        watchers = [*observers, *_host_monitor(up), *([injector] if injector else [])]
         supervisor = Supervisor(
             specs,
             runner,
             run_dir,
             timeout=timeout,
-            observers=observers,
+            observers=watchers,
+            faults=injector,
             grace=float(grace),
             ssh_options=ssh_opts,
-            manifest=_manifest_fields(job, launcher, up, slots),
+            manifest={
+                **_manifest_fields(job, launcher, up, slots),
+                "env_defaults": env_defaults(given),
+                "faults": plan_records(plan),
+            },
         )
-        with _host_sampling(up, run_dir):
-            result = supervisor.run()
+        git = rundir.git_state_later()
+        try:
+            with _host_sampling(up, run_dir):
+                result = supervisor.run()
+        finally:
+            rundir.write_manifest(run_dir, git=git())
     if check and not result.ok:
         err = RanksFailed(list(result.failures), str(run_dir), result.reason, result.exit_code)
         err.result = result  # type: ignore[attr-defined]
@@ -152,6 +187,16 @@ def _with_interpreter(argv: tuple[str, ...], cluster: Cluster) -> tuple[str, ...
     return (python, *argv[1:]) if python else argv
 
 
+# What every rank gets unless the job's env says otherwise (the launching environment's
+# own value, when it has one, is the default instead). TF_USE_LEGACY_KERAS=1: TensorFlow
+# >= 2.16 otherwise gives tf.keras as Keras 3, whose variables Horovod's
+# DistributedGradientTape cannot handle ("'Variable' object has no attribute 'ref'"); the
+# lab pins tf-keras for that. Set for every launcher and every workload: only processes
+# that use TensorFlow's Keras read it, so torch/MXNet ranks are untouched, and an
+# unmodified upstream TF2 script runs as its README says.
+RANK_ENV_DEFAULTS = {"TF_USE_LEGACY_KERAS": "1"}
+
+
 def _env(env: Mapping[str, Any] | None) -> dict[str, str]:
     out = {}
     for key, value in (env or {}).items():
@@ -159,6 +204,11 @@ def _env(env: Mapping[str, Any] | None) -> dict[str, str]:
             raise ParameterError("env", key, "variable names: non-empty, without '='")
         out[key] = str(value)
     return out
+
+
+def env_defaults(env: Mapping[str, str]) -> dict[str, str]:
+    """The RANK_ENV_DEFAULTS that apply to a job whose own variables are ``env``."""
+    return {k: os.environ.get(k, v) for k, v in RANK_ENV_DEFAULTS.items() if k not in env}
 
 
 def _cluster(hosts: str | None, cluster: str | Cluster | None, hostfile: str | None) -> Cluster:
@@ -194,6 +244,32 @@ def _host_sampling(cluster: Cluster, run_dir: os.PathLike[str]) -> Any:
     from lab.cluster.emulation import hoststats
 
     return hoststats.sampling(cluster, run_dir)
+
+
+def _with_ssh_config(job: Job, runner: Any, run_dir: Path, ssh_opts: Sequence[str]) -> Job:
+    """For launchers that run their own ssh (mpirun): when remote hosts set ssh_port or
+    ssh_user, write ``run_dir/ssh_config`` saying them and name it in the job's options
+    (``ssh_config``), unless the job names one already. It includes the configs plain ssh
+    reads (or the file an ``-F`` in the ssh options names), so nothing else changes."""
+    wants = getattr(runner, "needs_ssh_to_hosts", False) and "ssh_config" not in job.options
+    if not wants or job.cluster is None or not needs_ssh_config(job.cluster.hosts):
+        return job
+    _, given = split_config_option(ssh_opts)
+    includes = None if given is None else [os.path.abspath(os.path.expanduser(g)) for g in given]
+    path = run_dir / SSH_CONFIG_NAME
+    path.write_text(ssh_config_text(job.cluster.hosts, includes))
+    path.chmod(0o600)  # ssh refuses a config that others may write
+    return dataclasses.replace(job, options={**job.options, "ssh_config": str(path)})
+
+
+def _host_monitor(cluster: Cluster) -> list[RunObserver]:
+    """Emulated hosts' CPU and link use are sampled into the run directory (hostload.jsonl)."""
+    emulation = cluster.extra.get("emulation") if cluster.emulated else None
+    if not emulation:
+        return []
+    from lab.cluster.emulation.monitor import HostMonitor
+
+    return [HostMonitor(emulation)]
 
 
 def _in_namespace(spec: ProcessSpec) -> ProcessSpec:
@@ -238,5 +314,4 @@ def _manifest_fields(job: Job, launcher: str, cluster: Cluster, slots: Sequence[
         "launched_by": {"argv": list(sys.argv), "pid": os.getpid(), "cwd": os.getcwd()},
         "versions": rundir.package_versions(),  # of the launching machine
         "launched_on": {"host": platform.node(), "hardware": hardware_description()},
-        "git": rundir.git_state(),
     }

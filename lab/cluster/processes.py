@@ -7,10 +7,11 @@ import logging
 import subprocess
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from lab.cluster.launchers.base import ProcessSpec
+from lab.errors import RankFailure
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,7 @@ class Proc:
         self.code: int | None = None
         self.signal: str | None = None
         self.rank_pid: int | None = None
+        self.revoked = False  # ended on purpose by a fault plan: its exit fails nothing
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
         self.readers: list[threading.Thread] = []
 
@@ -36,6 +38,30 @@ class Proc:
 def rank_of(p: Proc) -> int:
     """The rank a process answers for in reports (-1 for rank-less processes, e.g. a PS)."""
     return p.spec.ranks[0] if p.spec.ranks else -1
+
+
+def failures_of(
+    procs: Iterable[Proc],
+    tail_of: Callable[[Proc], Iterable[str]],
+    lines: int,
+    default_end: float,
+) -> tuple[RankFailure, ...]:
+    """Every failed (not revoked) process as a RankFailure, the earliest first: the root
+    cause of a failed run leads its report."""
+    failed = [p for p in procs if p.code not in (None, 0) and not getattr(p, "revoked", False)]
+    found = (
+        RankFailure(
+            rank=rank_of(p),
+            host=p.spec.host.name,
+            pid=p.rank_pid,
+            exit_code=p.code,
+            signal=p.signal,
+            tail=tuple(tail_of(p))[-lines:],
+            ended_at=p.ended or default_end,
+        )
+        for p in failed
+    )
+    return tuple(sorted(found, key=lambda f: (f.ended_at, f.rank)))
 
 
 class ProcessTracker:
@@ -47,7 +73,11 @@ class ProcessTracker:
         self._warned = False
 
     def snapshot(self, procs: Iterable[Proc]) -> None:
-        """Record the live descendants of every running guard; learn each rank's pid."""
+        """Record the live descendants of every running guard; learn each rank's pid.
+
+        Walks down from each guard through /proc/PID/task/*/children (a few reads per
+        run, where listing every process on a shared machine costs tens of ms).
+        """
         try:
             import psutil
         except ImportError:
@@ -55,23 +85,20 @@ class ProcessTracker:
                 self._warned = True
                 log.warning("psutil is missing; relying on the guards alone")
             return
-        children: dict[int, list[Any]] = {}
-        for pr in psutil.process_iter(["ppid"]):
-            children.setdefault(pr.info["ppid"], []).append(pr)
+        from lab.cluster.guard import descendants
+
         for p in procs:
             if p.popen is None or p.code is not None:
                 continue
-            direct = children.get(p.popen.pid, [])
-            if p.rank_pid is None and direct and not p.remote:
-                p.rank_pid = direct[0].pid
-            todo = list(direct)
-            while todo:
-                pr = todo.pop()
+            found = descendants(p.popen.pid)  # the guard's own children come first
+            if p.rank_pid is None and found and not p.remote:
+                p.rank_pid = found[0]
+            for pid in found:
                 try:
-                    self._tracked.setdefault((pr.pid, pr.create_time()), pr)
+                    pr = psutil.Process(pid)
+                    self._tracked.setdefault((pid, pr.create_time()), pr)
                 except psutil.Error:
                     continue
-                todo.extend(children.get(pr.pid, []))
 
     def kill_leftovers(self) -> int:
         """SIGKILL every tracked process still alive; return how many there were."""

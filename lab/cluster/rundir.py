@@ -7,6 +7,7 @@ where, with which versions, and how it ended), one ``rank-<r>.log`` per rank and
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -14,8 +15,9 @@ import re
 import secrets
 import shlex
 import subprocess
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -82,7 +84,16 @@ def timestamp(epoch: float) -> dict[str, Any]:
 
 
 def package_versions() -> dict[str, str | None]:
-    """Python's version and those of the lab's engines that are installed (None if not)."""
+    """Python's version and those of the lab's engines that are installed (None if not).
+
+    Read once per process (scanning site-packages' metadata costs tens of ms per launch);
+    a package installed into a running kernel shows after a restart, as its import does.
+    """
+    return dict(_package_versions())
+
+
+@functools.cache
+def _package_versions() -> dict[str, str | None]:
     import importlib.metadata
 
     out: dict[str, str | None] = {"python": platform.python_version(), "lab": _lab_version()}
@@ -113,11 +124,36 @@ def git_state(repo: str | os.PathLike[str] = REPO_ROOT, timeout: float = 5.0) ->
             return None
         return done.stdout.strip() if done.returncode == 0 else None
 
-    commit = git("rev-parse", "HEAD")
-    if commit is None:
+    # One call gives both: "# branch.oid <sha>" ("(initial)" before the first commit),
+    # then one line per changed tracked file.
+    status = git("status", "--porcelain=v2", "--branch", "--untracked-files=no")
+    if status is None:
         return {"commit": None, "dirty": None}
-    status = git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": commit, "dirty": None if status is None else bool(status)}
+    lines = status.splitlines()
+    oid = next((ln.split()[2] for ln in lines if ln.startswith("# branch.oid ")), None)
+    if oid is None or oid == "(initial)":
+        return {"commit": None, "dirty": None}
+    return {"commit": oid, "dirty": any(not ln.startswith("#") for ln in lines)}
+
+
+def git_state_later(repo: str | os.PathLike[str] = REPO_ROOT) -> Callable[[], dict[str, Any]]:
+    """Start ``git_state`` in a thread and return a function that waits for its answer.
+
+    A launch asks git while its ranks run rather than before they start: the two git
+    calls cost tens of ms, and the working tree's state must be read afresh each launch
+    (a cached answer would miss an edit made between two runs of one kernel).
+    """
+    box: dict[str, Any] = {}
+    thread = threading.Thread(
+        target=lambda: box.update(state=git_state(repo)), name="distlab-git", daemon=True
+    )
+    thread.start()
+
+    def result(timeout: float = 15.0) -> dict[str, Any]:
+        thread.join(timeout)
+        return box.get("state", {"commit": None, "dirty": None})
+
+    return result
 
 
 def _lab_version() -> str | None:

@@ -85,3 +85,14 @@ class RunResult:
     @property
     def seconds(self) -> float:
         return self.ended - self.started
+
+
+def exit_code_of(state: RunState, failures: Sequence[RankFailure]) -> int:
+    """A run's exit code (see the module docstring): 0, 124, 130, or the root cause's."""
+    if state is RunState.SUCCEEDED:
+        return 0
+    if state is RunState.TIMED_OUT:
+        return EXIT_TIMEOUT
+    if state is RunState.CANCELLED:
+        return EXIT_CANCELLED
+    return (failures[0].exit_code or 1) if failures else 1

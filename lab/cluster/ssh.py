@@ -140,3 +140,58 @@ def check_hosts(hosts: Iterable[Host], timeout: float = 15.0, options: Sequence[
     errors = [str(f.exception()) for f in futures if f.exception() is not None]
     if errors:
         raise LaunchError("\n".join(errors))
+
+
+# -- an ssh_config for launchers that run their own ssh (mpirun) ---------------------------
+
+SSH_CONFIG_NAME = "ssh_config"
+USER_SSH_CONFIG = "~/.ssh/config"
+SYSTEM_SSH_CONFIG = "/etc/ssh/ssh_config"
+
+
+def needs_ssh_config(hosts: Iterable[Host]) -> bool:
+    """Whether a remote host sets a port or user that only an ssh_config can carry to a
+    launcher's own ssh (mpirun starts one ssh per host, with the same arguments for all)."""
+    return any(not h.is_local and h.namespace is None and (h.ssh_port or h.ssh_user) for h in hosts)
+
+
+def ssh_config_text(hosts: Iterable[Host], includes: Sequence[str] | None = None) -> str:
+    """An ssh_config that gives each remote host its own Port and User, then everything
+    else from the configs plain ``ssh`` reads (``includes``; default the user's and the
+    system's). ssh takes the first value it finds for a setting, so these win; no
+    HostName is set, so an ``~/.ssh/config`` alias still says where the host is."""
+    lines = ["# Written by distlab for this run: how its launcher's ssh reaches each host."]
+    for h in dict.fromkeys(hosts):
+        if h.is_local or h.namespace is not None or not (h.ssh_port or h.ssh_user):
+            continue
+        if any(c.isspace() or c in "\"'#*?!," for c in h.name):
+            raise HostSpecError(f"host name {h.name!r} cannot be written into an ssh_config")
+        lines.append(f"Host {h.name}")
+        if h.ssh_port:
+            lines.append(f"    Port {int(h.ssh_port)}")
+        if h.ssh_user:
+            if any(c.isspace() for c in str(h.ssh_user)):
+                raise HostSpecError(f"ssh user {h.ssh_user!r} of host {h.name!r} has spaces")
+            lines.append(f"    User {h.ssh_user}")
+    lines.append("Match all")
+    for path in (USER_SSH_CONFIG, SYSTEM_SSH_CONFIG) if includes is None else includes:
+        lines.append(f"Include {path}")
+    return "\n".join(lines) + "\n"
+
+
+def split_config_option(options: Sequence[str]) -> tuple[list[str], list[str] | None]:
+    """Take ``-F FILE`` out of ssh options: (the rest, [FILE]) or (options, None) when none
+    is given. A generated ssh_config includes FILE instead of the default configs
+    (``-F /dev/null``: none), so the options keep their meaning."""
+    rest, given = [], None
+    it = iter(options)
+    for opt in it:
+        if opt == "-F":
+            given = next(it, None)
+        elif opt.startswith("-F") and len(opt) > 2:
+            given = opt[2:]
+        else:
+            rest.append(opt)
+    if given is None:
+        return rest, None
+    return rest, [] if given == os.devnull else [given]

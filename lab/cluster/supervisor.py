@@ -32,19 +32,20 @@ from pathlib import Path
 from typing import IO, Any
 
 from lab.cluster import rundir
-from lab.cluster.launchers.base import Launcher, Line, ProcessSpec, RunObserver
+from lab.cluster.launchers.base import Launcher, ProcessSpec, RunObserver
 from lab.cluster.lines import LineSplitter
-from lab.cluster.processes import TAIL_LINES, Proc, ProcessTracker, rank_of
+from lab.cluster.output import RunOutput
+from lab.cluster.processes import TAIL_LINES, Proc, ProcessTracker, failures_of, rank_of
 from lab.cluster.runstate import (
     EXIT_CANCELLED,
     EXIT_TIMEOUT,
     RunResult,
     RunState,
+    exit_code_of,
     exit_status,
     poll,
 )
 from lab.cluster.ssh import GUARD_PATH, ssh_argv
-from lab.errors import RankFailure
 
 __all__ = [
     "EXIT_CANCELLED",
@@ -77,6 +78,9 @@ class Supervisor:
             run directory's name.
         ssh_options: extra ssh arguments for remote processes.
         manifest: fields the manifest starts with (parameters, launcher, hosts, ...).
+        faults: called as ``faults.tick(self, now)`` on every turn of the watch loop, so a
+            fault plan (lab.cluster.faults) can revoke hosts and start replacements from
+            the thread that polls and tears down.
     """
 
     def __init__(
@@ -91,6 +95,7 @@ class Supervisor:
         run_id: str | None = None,
         ssh_options: Sequence[str] = (),
         manifest: Mapping[str, Any] | None = None,
+        faults: Any = None,
     ) -> None:
         self.launcher = launcher
         self.run_dir = Path(run_dir)
@@ -100,16 +105,14 @@ class Supervisor:
         self.run_id = run_id or self.run_dir.name
         self.ssh_options = list(ssh_options)
         self._manifest = dict(manifest or {})
+        self._faults = faults
         self._procs = [self._prepare(s) for s in specs]
         self.ranks = sorted({r for s in specs for r in s.ranks})
-        self._tails: dict[int, deque[str]] = {r: deque(maxlen=TAIL_LINES) for r in self.ranks}
-        self._logs: dict[int | None, tuple[IO[str], threading.Lock]] = {}
-        self._logs_lock = threading.Lock()
+        self._out = RunOutput(self.run_dir, launcher, self.observers, self.ranks)
         self._wake = threading.Event()
         self._cancelled = threading.Event()
         self._cancel_reason = ""
         self._tracker = ProcessTracker()
-        self._warned: set[str] = set()
         self.state = RunState.PENDING
         self.reason = ""
         self.started = self.ended = 0.0
@@ -142,6 +145,26 @@ class Supervisor:
             raise
         return self._finish()
 
+    def processes(self) -> list[Proc]:
+        """The run's processes so far (replacements included), in start order."""
+        return list(self._procs)
+
+    def revoke(self, proc: Proc) -> None:
+        """Mark ``proc`` as revoked before it is ended from outside: its exit then neither
+        fails nor ends the run (lab.cluster.faults)."""
+        proc.revoked = True
+
+    def spawn(self, spec: ProcessSpec) -> Proc:
+        """Start one more process in the running run (a replacement) and stream its output
+        like the others'; called from the watch loop (``faults.tick``)."""
+        proc = self._prepare(spec)
+        for rank in spec.ranks:
+            self._out.tails.setdefault(rank, deque(maxlen=TAIL_LINES))
+            self._out.log(rank)
+        self._procs.append(proc)
+        self._launch(proc)
+        return proc
+
     def command_lines(self) -> list[dict[str, Any]]:
         """Each process as the manifest records it: the spec's argv and what was started."""
         return rundir.process_lines(self._procs)
@@ -150,7 +173,9 @@ class Supervisor:
 
     def _prepare(self, spec: ProcessSpec) -> Proc:
         env = {"PYTHONUNBUFFERED": "1", **spec.env, RUN_ID_ENV: self.run_id}
-        guard = [sys.executable, str(GUARD_PATH)]
+        # -I -S: the guard is stdlib-only, so it skips site (the venv's .pth files) and
+        # the user's PYTHON* variables; its child still gets the whole environment.
+        guard = [sys.executable, "-I", "-S", str(GUARD_PATH)]
         if spec.host.is_local or spec.host.namespace is not None:
             cwd = spec.cwd or str(rundir.REPO_ROOT)
             argv = [*guard, "--grace", f"{self.grace:g}", "--", *spec.argv]
@@ -164,7 +189,7 @@ class Supervisor:
         self.started = time.time()
         self.state = RunState.RUNNING
         for rank in self.ranks:
-            self._log(rank)
+            self._out.log(rank)
         rundir.write_manifest(
             self.run_dir,
             **self._manifest,
@@ -176,90 +201,50 @@ class Supervisor:
             processes=self.command_lines(),
         )
         for obs in self.observers:
-            self._notify(obs, "on_start", str(self.run_dir), list(self.ranks), self)
+            self._out.notify(obs, "on_start", str(self.run_dir), list(self.ranks), self)
         for proc in self._procs:
-            proc.popen = subprocess.Popen(
-                proc.argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=proc.env,
-                cwd=proc.cwd,
+            self._launch(proc)
+
+    def _launch(self, proc: Proc) -> None:
+        proc.popen = subprocess.Popen(
+            proc.argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=proc.env,
+            cwd=proc.cwd,
+        )
+        proc.started = time.time()
+        waiter = threading.Thread(
+            target=self._wait, args=(proc,), name=f"lab-wait-{proc.spec.ranks}", daemon=True
+        )
+        waiter.start()
+        for name, pipe in (("stdout", proc.popen.stdout), ("stderr", proc.popen.stderr)):
+            t = threading.Thread(
+                target=self._read,
+                args=(proc, name, pipe),
+                name=f"lab-{name}-{proc.spec.ranks}",
+                daemon=True,
             )
-            proc.started = time.time()
-            for name, pipe in (("stdout", proc.popen.stdout), ("stderr", proc.popen.stderr)):
-                t = threading.Thread(
-                    target=self._read,
-                    args=(proc, name, pipe),
-                    name=f"lab-{name}-{proc.spec.ranks}",
-                    daemon=True,
-                )
-                t.start()
-                proc.readers.append(t)
-            log.debug("started %s (pid %d)", proc.spec.argv, proc.popen.pid)
+            t.start()
+            proc.readers.append(t)
+        log.debug("started %s (pid %d)", proc.spec.argv, proc.popen.pid)
+
+    def _wait(self, proc: Proc) -> None:
+        """Wake the watch loop the moment a process exits (it need not poll for it)."""
+        assert proc.popen is not None
+        try:
+            proc.popen.wait()
+        finally:
+            self._wake.set()
 
     # -- output ---------------------------------------------------------------------------
 
     def _read(self, proc: Proc, stream: str, pipe: IO[bytes] | None) -> None:
-        assert pipe is not None
-        splitter = LineSplitter()
-        fd = pipe.fileno()
         try:
-            while True:
-                try:
-                    data = os.read(fd, 65536)
-                except OSError:
-                    data = b""
-                for text in splitter.feed(data, final=not data):
-                    self._line(proc, stream, text)
-                if not data:
-                    break
+            self._out.read(proc, stream, pipe)
         finally:
-            pipe.close()
             self._wake.set()
-
-    def _line(self, proc: Proc, stream: str, text: str) -> None:
-        try:
-            line = self.launcher.demux(proc.spec, stream, text)
-        except Exception:
-            self._warn_once("demux", "launcher %s could not attribute a line", self.launcher)
-            line = Line(None, stream, text)
-        proc.tail.append(line.text)
-        if line.rank is not None:
-            tail = self._tails.get(line.rank)
-            if tail is None:
-                with self._logs_lock:
-                    tail = self._tails.setdefault(line.rank, deque(maxlen=TAIL_LINES))
-            tail.append(line.text)
-        f, lock = self._log(line.rank)
-        with lock:
-            f.write(line.text + "\n")
-        for obs in self.observers:
-            self._notify(obs, "on_line", line)
-
-    def _log(self, rank: int | None) -> tuple[IO[str], threading.Lock]:
-        entry = self._logs.get(rank)
-        if entry is None:
-            with self._logs_lock:
-                entry = self._logs.get(rank)
-                if entry is None:
-                    name = "launcher.log" if rank is None else f"rank-{rank}.log"
-                    f = open(  # noqa: SIM115  (closed in _finish)
-                        self.run_dir / name, "a", buffering=1, encoding="utf-8", errors="replace"
-                    )
-                    entry = self._logs[rank] = (f, threading.Lock())
-        return entry
-
-    def _notify(self, obs: RunObserver, method: str, *args: Any) -> None:
-        try:
-            getattr(obs, method)(*args)
-        except Exception:
-            self._warn_once(f"{id(obs)}.{method}", "observer %r failed in %s", obs, method)
-
-    def _warn_once(self, key: str, msg: str, *args: Any) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            log.warning(msg, *args, exc_info=True)
 
     # -- watching -----------------------------------------------------------------------
 
@@ -268,14 +253,16 @@ class Supervisor:
         next_snapshot = 0.0
         while True:
             self._poll()
-            state = poll([p.code for p in self._procs])
             now = time.time()
+            if self._faults is not None:
+                self._faults.tick(self, now)
+            state = poll([p.code for p in self._procs if not p.revoked])
             if state is RunState.SUCCEEDED:
                 self.state = state
                 return
             if state is RunState.FAILED:
                 root = min(
-                    (p for p in self._procs if p.code not in (None, 0)),
+                    (p for p in self._procs if p.code not in (None, 0) and not p.revoked),
                     key=lambda p: (p.ended or now, p.spec.ranks),
                 )
                 how = f"signal {root.signal}" if root.signal else f"exit code {root.code}"
@@ -371,48 +358,21 @@ class Supervisor:
                 if t.is_alive():
                     log.warning("output of %s still open after the run ended", p.spec.argv)
         self._kill_tracked()
-        with self._logs_lock:
-            for f, _ in self._logs.values():
-                f.close()
+        self._out.close()
         self.ended = time.time()
         result = self._result()
         rundir.write_manifest(self.run_dir, **rundir.end_fields(result, self._procs))
         for obs in self.observers:
             codes = result.rank_exit_codes
-            self._notify(obs, "on_end", result.state.value, result.exit_code, codes)
+            self._out.notify(obs, "on_end", result.state.value, result.exit_code, codes)
         return result
 
     def _result(self) -> RunResult:
-        failed = [p for p in self._procs if p.code not in (None, 0)]
-        failures = tuple(
-            sorted(
-                (
-                    RankFailure(
-                        rank=rank_of(p),
-                        host=p.spec.host.name,
-                        pid=p.rank_pid,
-                        exit_code=p.code,
-                        signal=p.signal,
-                        tail=tuple(self._tail_of(p))[-REPORT_LINES:],
-                        ended_at=p.ended or self.ended,
-                    )
-                    for p in failed
-                ),
-                key=lambda f: (f.ended_at, f.rank),
-            )
-        )
-        if self.state is RunState.SUCCEEDED:
-            code = 0
-        elif self.state is RunState.TIMED_OUT:
-            code = EXIT_TIMEOUT
-        elif self.state is RunState.CANCELLED:
-            code = EXIT_CANCELLED
-        else:
-            code = (failures[0].exit_code or 1) if failures else 1
+        failures = failures_of(self._procs, self._tail_of, REPORT_LINES, default_end=self.ended)
         return RunResult(
             run_dir=self.run_dir,
             state=self.state,
-            exit_code=code,
+            exit_code=exit_code_of(self.state, failures),
             rank_exit_codes={r: p.code for p in self._procs for r in p.spec.ranks},
             started=self.started,
             ended=self.ended,
@@ -424,5 +384,5 @@ class Supervisor:
 
     def _tail_of(self, p: Proc) -> Iterable[str]:
         if len(p.spec.ranks) == 1:
-            return self._tails.get(p.spec.ranks[0], p.tail)
+            return self._out.tails.get(p.spec.ranks[0], p.tail)
         return p.tail

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from lab.cluster.noise import classify
 from lab.cluster.view_state import Snapshot
-from lab.metrics.records import PREFIX
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 PLOT_HEIGHT = 300
@@ -59,16 +59,23 @@ def status_html(snap: Snapshot) -> str:
     )
 
 
+_LINE_STYLES = {
+    "error": "color:#b22",  # stderr that is not known start-up noise: seen at once
+    "info": "color:#999",  # TF/absl start-up notices (lab.cluster.noise): out of the way
+    "record": "color:#888",  # a record: kept, quieter than the rank's own words
+}
+
+
 def _log_line(stream: str, text: str) -> str:
-    if stream == "stderr":
-        return f'<span style="color:#b22">{html.escape(text)}</span>'
-    if PREFIX in text:  # a record: keep it, quieter than the rank's own words
-        return f'<span style="color:#888">{html.escape(text)}</span>'
-    return html.escape(text)
+    style = _LINE_STYLES.get(classify(stream, text))
+    if style is None:
+        return html.escape(text)
+    return f'<span style="{style}">{html.escape(text)}</span>'
 
 
 def log_html(entries: Sequence[tuple[str, str]], height: str = "18em") -> str:
-    """A rank's last lines as a scrolling <pre>; stderr in red, records in grey.
+    """A rank's last lines as a scrolling <pre>; errors in red, start-up noise and records
+    in grey (lab.cluster.noise).
 
     The column-reverse box keeps the newest line in view without any script.
     """

@@ -120,6 +120,7 @@ def run_notebook(
             request_save_on_cell_execute=True,
             execution_timeout=int(timeout),
             log_output=False,
+            config=_kernel_config(),
         )
     except Exception as e:  # papermill raises after saving what it has
         error = _short_error(e)
@@ -165,6 +166,14 @@ def check_parameters(notebooks: Iterable[Path], parameters: Mapping[str, Any]) -
                 sorted(unknown),
                 f"names in {nb.name}'s parameters cell: {', '.join(sorted(accepted))}",
             )
+
+
+def _kernel_config() -> Any:
+    """The kernel talks to papermill over IPC (Unix sockets under JUPYTER_RUNTIME_DIR), not
+    plain TCP on loopback: ipykernel warns about unencrypted TCP in every notebook run."""
+    from traitlets.config import Config
+
+    return Config({"KernelManager": {"transport": "ipc"}})
 
 
 def run_notebooks(

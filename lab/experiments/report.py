@@ -41,7 +41,7 @@ class ReportRow:
 def collect(results: Path) -> list[ReportRow]:
     """Every catalog entry with its verdict, figure files, notebook and runs, if any."""
     rows = []
-    for entry in FIGURES:
+    for entry in (f for f in FIGURES if f.in_report):
         name = slug(entry.figure)
         verdict_path = results / "verdicts" / entry.room / f"{name}.json"
         verdict = json.loads(verdict_path.read_text()) if verdict_path.is_file() else {}

@@ -94,6 +94,7 @@ SYSTEMS: dict[str, System] = {
             "kungfu",
             "kungfu-async",
             requires=("kungfu", "exe:kungfu-run"),
+            min_workers=2,
         ),
         System(
             "kungfu-artifact-monitoring",

@@ -84,9 +84,10 @@ class Verdict:
 
 def save_verdict(verdict: Verdict, directory: str | Path) -> Path:
     """Write the verdict as JSON into ``directory`` (created) and return its path."""
+    from lab.experiments.outputs import slug  # the name the report looks the verdict up by
+
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    slug = verdict.figure.lower().replace(" ", "_").replace("/", "_")
-    path = out / f"{slug}.json"
+    path = out / f"{slug(verdict.figure)}.json"
     path.write_text(json.dumps(verdict.to_dict(), indent=2) + "\n")
     return path

@@ -1,20 +1,26 @@
 """A live line of a monitored value (e.g. the gradient noise scale) while ranks run.
 
-``MetricTrace`` is a run observer (see lab.cluster's RunObserver): reader threads hand it
-lines; it keeps the ``metric`` records it cares about and redraws one plotly figure through
-a display handle at most every ``every`` seconds, and once more when the run ends, so the
-saved notebook holds the whole line. Several runs can share one trace (one line per run
-label and rank), which is how a sweep shows its monitored values side by side.
+``MetricTrace`` is a run observer (see lab.cluster's RunObserver). Reader threads hand it
+lines and it only appends the ``metric`` records it cares about (DESIGN.md, contract 5:
+the very runs that measure monitoring overhead must not pay for a plot). Drawing happens
+elsewhere, as in lab.cluster.view.RunView: the first display in ``on_start`` (the
+launching thread, so the figure lands in the cell that runs), then a refresher thread
+redraws through the display handle at most every ``every`` seconds when points arrived,
+and ``on_end`` (the launching thread again, after the ranks exit) draws the final figure,
+so the saved notebook holds the whole line. Several runs can share one trace (one line
+per run label and rank), which is how a sweep shows its monitored values side by side.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from lab.metrics.records import parse_record
+
+log = logging.getLogger(__name__)
 
 
 class MetricTrace:
@@ -26,6 +32,8 @@ class MetricTrace:
         title: the figure's title.
         every: seconds between redraws while a run goes.
         display: show the figure (False in tests: read ``points`` instead).
+        sink: what to draw into: anything with ``show(figure)``; default a
+            lab.metrics.sweep.LiveFigure when ``display`` is true.
     """
 
     def __init__(
@@ -34,16 +42,22 @@ class MetricTrace:
         title: str = "monitored value",
         every: float = 2.0,
         display: bool = True,
+        sink: Any = None,
     ) -> None:
         self.names = set(names)
         self.title = title
         self.every = every
         self.label = ""
         self.points: dict[tuple[str, str, int], list[tuple[int, float]]] = {}
-        self._lock = threading.Lock()
-        self._drawn_at = 0.0
-        self._live: Any = None
-        if display:
+        self._lock = threading.Lock()  # guards points and version (reader threads)
+        self._draw_lock = threading.Lock()  # one redraw at a time
+        self._version = 0
+        self._drawn = -1
+        self._shown = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._live: Any = sink
+        if sink is None and display:
             from lab.metrics.sweep import LiveFigure
 
             self._live = LiveFigure()
@@ -57,8 +71,16 @@ class MetricTrace:
 
     def on_start(self, run_dir: str, ranks: Sequence[int], control: Any) -> None:
         self.label = self.label or run_dir.rsplit("/", 1)[-1]
+        if self._live is None:
+            return
+        if not self._shown:
+            self.draw()  # the first display, from the launching thread
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._refresher, name="distlab-trace", daemon=True)
+        self._thread.start()
 
     def on_line(self, line: Any) -> None:
+        """Keep the line's monitored values; no drawing (called from reader threads)."""
         rec = parse_record(line.text)
         if not rec:
             return
@@ -73,10 +95,13 @@ class MetricTrace:
         with self._lock:
             for name, value in values.items():
                 self.points.setdefault((self.label, name, rank), []).append((step, float(value)))
-        if time.monotonic() - self._drawn_at >= self.every:
-            self.draw()
+            self._version += 1
 
     def on_end(self, state: str, exit_code: int, rank_exit_codes: Mapping[int, Any]) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
         self.draw()
         self.label = ""
 
@@ -87,7 +112,7 @@ class MetricTrace:
 
         fig = go.Figure()
         with self._lock:
-            items = sorted(self.points.items())
+            items = sorted((k, list(v)) for k, v in self.points.items())
         for (label, name, rank), pts in items:
             fig.add_trace(
                 go.Scatter(
@@ -101,6 +126,21 @@ class MetricTrace:
         return fig
 
     def draw(self) -> None:
-        self._drawn_at = time.monotonic()
-        if self._live is not None:
+        """Draw the current points now (the refresher and ``on_end`` call this)."""
+        if self._live is None:
+            return
+        with self._draw_lock:
+            with self._lock:
+                version = self._version
             self._live.show(self.figure())
+            self._drawn, self._shown = version, True
+
+    def _refresher(self) -> None:
+        while not self._stop.wait(self.every):
+            try:
+                with self._lock:
+                    changed = self._version != self._drawn
+                if changed:
+                    self.draw()
+            except Exception:  # a redraw must never end the run; the next one retries
+                log.exception("metric trace redraw failed")

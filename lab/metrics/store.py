@@ -46,6 +46,7 @@ SUMMARY_COLUMNS = (
     "throughput_per_rank_ci",
     "throughput_total",
     "throughput_total_ci",
+    "throughput_from",
 )
 
 
@@ -206,7 +207,9 @@ def summarize_run(run_dir: str | os.PathLike[str], warmup: int = 0) -> dict[str,
 
     ``throughput_per_rank`` is the mean over ranks of each rank's mean step throughput;
     ``throughput_total`` is their sum (DESIGN: total = Σ per-rank means). CIs are 95%
-    half-widths, NaN when a rank has a single measured step.
+    half-widths, NaN when a rank has a single measured step. When fewer ranks reported
+    steps than the run had (upstream scripts report on rank 0 only), the total is the
+    script's own (see ``script_total``); ``throughput_from`` says which it is.
     """
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
@@ -214,6 +217,11 @@ def summarize_run(run_dir: str | os.PathLike[str], warmup: int = 0) -> dict[str,
     ranks = stats.per_rank_throughput(records, warmup=warmup)
     total = stats.total_throughput(ranks) if len(ranks) else stats.Estimate(math.nan)
     n = len(ranks)
+    devices, source = n, "sum over ranks"
+    if n:
+        upstream = script_total(records, ranks, manifest.get("np"))
+        if upstream is not None:
+            total, devices, source = upstream
     row: dict[str, Any] = {
         "run_id": run_dir.name,
         "experiment": manifest.get("experiment") or run_dir.parent.name,
@@ -226,15 +234,69 @@ def summarize_run(run_dir: str | os.PathLike[str], warmup: int = 0) -> dict[str,
         "error": manifest.get("error"),
         "ranks": n,
         "steps": int(ranks["n"].sum()) if n else 0,
-        "throughput_per_rank": total.mean / n if n else math.nan,
-        "throughput_per_rank_ci": total.ci / n if n else math.nan,
+        "throughput_per_rank": total.mean / devices if n else math.nan,
+        "throughput_per_rank_ci": total.ci / devices if n else math.nan,
         "throughput_total": total.mean,
         "throughput_total_ci": total.ci,
+        "throughput_from": source if n else None,
     }
     for name, value in flatten(manifest.get("params")).items():
         key = f"param.{name}" if name in SUMMARY_COLUMNS else name
         row[key] = _scalar(value)
     return row
+
+
+def script_total(
+    records: pd.DataFrame, ranks: pd.DataFrame, np: Any = None
+) -> tuple[stats.Estimate, int, str] | None:
+    """The total of a run whose script reports for all devices from some ranks only.
+
+    Horovod's and KungFu's benchmarks print per-device rates on rank 0 alone and close
+    with ``Total img/sec on N GPU(s): X +-Y``; summing the ranks that printed would give
+    rank 0's rate as the total. Used only when fewer ranks reported steps than the run
+    had (``np``, else the total line's N): then the total is the script's own total
+    line, else its per-device mean (``Img/sec per GPU``, else the reporting ranks' mean
+    step rate) times the number of devices.
+
+    Returns:
+        (total, devices, how it was found), or None when every rank reported its steps.
+    """
+    summaries = _summaries(records)
+    totals = summaries[summaries["name"] == "total"] if len(summaries) else summaries
+    line = totals.iloc[-1] if len(totals) else None
+    devices = _count(np) or (_count(line.get("np")) if line is not None else None)
+    if devices is None or len(ranks) >= devices:
+        return None
+    if line is not None and _count(line.get("np")) == devices:
+        return _estimate(line["throughput"], line.get("error")), devices, "script total line"
+    per = summaries[summaries["name"] == "per_device"] if len(summaries) else summaries
+    if len(per):
+        mean = float(pd.to_numeric(per["throughput"]).mean())
+        error = float(pd.to_numeric(per.get("error", pd.Series(dtype=float))).mean())
+        est = stats.Estimate(mean * devices, error * devices)
+        return est, devices, "script per-device rate × devices"
+    est = stats.Estimate(float(ranks["mean"].mean()) * devices, math.nan)
+    return est, devices, "reporting ranks' mean × devices"
+
+
+def _summaries(records: pd.DataFrame) -> pd.DataFrame:
+    if records.empty or not {"kind", "name", "throughput"} <= set(records.columns):
+        return records.iloc[0:0]
+    out = records[(records["kind"] == "summary") & records["throughput"].notna()]
+    return out.reset_index(drop=True)
+
+
+def _count(value: Any) -> int | None:
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        return None
+    return n if n >= 1 else None
+
+
+def _estimate(mean: Any, error: Any) -> stats.Estimate:
+    ci = float(error) if error is not None and not _missing(error) else math.nan
+    return stats.Estimate(float(mean), ci)
 
 
 def summarize_runs(

@@ -43,7 +43,7 @@ def test_noise_scale_is_unbiased_on_linear_regression():
         assert abs(est.mean() - truth) < 5 * stderr + 1e-9, (est.mean(), truth, stderr)
     assert s.mean() / g_sq.mean() == pytest.approx(true_noise_scale, rel=0.15)
 
-    ema = monitors.NoiseScaleEMA(alpha=0.002)
+    ema = monitors.NoiseScaleEMA(alpha=0.998)  # KungFu's alpha weighs the past: a long mean
     for a, b in terms:
         value = ema.update(a, b)
     assert value == pytest.approx(true_noise_scale, rel=0.35)
@@ -61,8 +61,8 @@ def test_ema_follows_kungfu_rule():
     ema = monitors.NoiseScaleEMA(alpha=0.6)
     assert np.isnan(ema.value)
     assert ema.update(2.0, 10.0) == pytest.approx(5.0)  # first value taken as is
-    g = 0.6 * 4.0 + 0.4 * 2.0
-    s = 0.6 * 4.0 + 0.4 * 10.0
+    g = 0.6 * 2.0 + 0.4 * 4.0  # alpha weighs the running value (kungfu/ema.hpp)
+    s = 0.6 * 10.0 + 0.4 * 4.0
     assert ema.update(4.0, 4.0) == pytest.approx(s / g)
     with pytest.raises(ValueError):
         monitors.NoiseScaleEMA(alpha=0.0)

@@ -26,6 +26,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 FAKE_RANK = REPO / "tests" / "bin" / "fake_rank.py"
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+# The sshd listens here too: an address mpirun does not take for this machine (127.0.0.1
+# is on an interface, so OpenMPI would start its ranks locally, without ssh).
+SECOND_LOOPBACK = "127.0.0.2"
 
 # Runs launch() in its own process, so a test can interrupt or kill -9 it.
 DRIVER = r"""
@@ -222,7 +225,8 @@ def _keygen(path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
-    """An OpenSSH server on 127.0.0.1:<free port> that accepts one throw-away key."""
+    """An OpenSSH server on 127.0.0.1 and 127.0.0.2, one free port, that accepts one
+    throw-away key."""
     if os.geteuid() != 0:
         pytest.skip("the sshd fixture runs sshd as root")
     if not Path(SSHD).is_file():
@@ -235,10 +239,12 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
     port = _free_port()
     (d / "authorized_keys").write_text((d / "client_key.pub").read_text())
     host_pub = (d / "host_key.pub").read_text().split()
-    (d / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
+    known = f"[127.0.0.1]:{port},[{SECOND_LOOPBACK}]:{port} {host_pub[0]} {host_pub[1]}\n"
+    (d / "known_hosts").write_text(known)
     config = d / "sshd_config"
     config.write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d / 'host_key'}\n"
+        f"Port {port}\nListenAddress 127.0.0.1\nListenAddress {SECOND_LOOPBACK}\n"
+        f"HostKey {d / 'host_key'}\n"
         f"PidFile {d / 'sshd.pid'}\nAuthorizedKeysFile {d / 'authorized_keys'}\n"
         "StrictModes no\nPubkeyAuthentication yes\nPasswordAuthentication no\n"
         "KbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\n"

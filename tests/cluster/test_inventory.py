@@ -114,8 +114,36 @@ def test_profile_validation() -> None:
         cluster_from_dict({"hosts": "a:1", "hostz": 1}, "x")
     with pytest.raises(HostSpecError, match=r"'hosts' .* is required"):
         cluster_from_dict({}, "x")
-    with pytest.raises(HostSpecError, match=r"hosts\[0\] needs a 'name'"):
+    with pytest.raises(HostSpecError, match=r"hosts\[0\]: needs a 'name'"):
         cluster_from_dict({"hosts": [{"slots": 2}]}, "x")
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "says"),
+    [
+        ("hosts:\n  - {name: n1, slots: 4, gpus: two}\n", "hosts[0].gpus", "not a whole number"),
+        ("hosts:\n  - {name: n1, gpu: 2}\n", "hosts[0].gpu", "unknown keys ['gpu']"),
+        ("hosts: 'n1:2'\nssh: {user: lab, port: '22x'}\n", "ssh.port", "not a whole number"),
+        ("hosts: 'n1:2'\nssh: {usr: lab}\n", "ssh.usr", "unknown keys ['usr']"),
+        ("hosts:\n  - {name: n1, slots: 0}\n", "hosts[0].slots", "less than the minimum of 1"),
+        ("emulated: {hosts: two}\n", "emulated.hosts", "not a whole number"),
+        ("emulated: {hosts: 2, cpu: lots}\n", "emulated.cpu", "not a number"),
+    ],
+)
+def test_profile_typos_name_the_file_and_the_key(tmp_path, text: str, key: str, says: str) -> None:
+    path = tmp_path / "typo.yaml"
+    path.write_text(text)
+    with pytest.raises(HostSpecError) as caught:
+        load_profile(str(path))
+    message = str(caught.value)
+    assert message.startswith(f"cluster profile {path}: {key}: "), message
+    assert says in message
+    assert caught.value.profile == str(path) and caught.value.keys == [key]
+
+
+def test_shipped_profiles_are_valid() -> None:
+    for name in ("example", "emulated-2", "emulated-4"):
+        assert load_profile(name).hosts
 
 
 def test_emulated_profile_makes_named_hosts() -> None:
@@ -142,3 +170,34 @@ def test_profile_ssh_options_reach_the_cluster() -> None:
     c = cluster_from_dict({"hosts": "a:1", "ssh": {"options": ["-o", "ConnectTimeout=5"]}}, "x")
     assert c.extra["ssh_options"] == ["-o", "ConnectTimeout=5"]
     assert load_profile("example").extra["ssh_options"] == ["-o", "ConnectTimeout=10"]
+
+
+AGREEMENT_CASES = [
+    {"hosts": "a:1"},
+    {"hosts": ["a:1", {"name": "b", "slots": 2, "gpus": 0, "ssh_port": 2222}]},
+    {"hosts": [{"name": "a", "gpus": "two"}]},
+    {"hosts": [{"name": "a", "slots": True}]},
+    {"hosts": [{"name": "a", "ssh_port": 70000}]},
+    {"hosts": [{"name": ""}]},
+    {"hosts": []},
+    {"hosts": 3},
+    {"hosts": [{"slots": 2}]},
+    {"hosts": "a:1", "ssh": {"user": "u", "port": 22, "options": ["-v"]}},
+    {"hosts": "a:1", "ssh": {"options": "-v -i k"}},
+    {"hosts": "a:1", "ssh": {"options": [1]}},
+    {"hosts": "a:1", "hostz": 1},
+    {"emulated": {"hosts": 2, "cpu": 0.4, "link": {"bandwidth": "1gbit"}, "sshd": True}},
+    {"emulated": {"hosts": 2, "cpu": 0}},
+    {"emulated": {"hosts": 2, "cpu": "lots"}},
+    {"emulated": {"cpu": 0.4}},
+    {"emulated": {"hosts": 2, "nic": "x"}},
+]
+
+
+@pytest.mark.parametrize("data", AGREEMENT_CASES, ids=lambda d: str(d)[:50])
+def test_profile_check_agrees_with_jsonschema(data) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    from lab.cluster.profile_schema import PROFILE_SCHEMA, check
+
+    reference = jsonschema.Draft202012Validator(PROFILE_SCHEMA)
+    assert (check(data, PROFILE_SCHEMA) == []) == reference.is_valid(data)

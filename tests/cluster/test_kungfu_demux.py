@@ -46,6 +46,24 @@ def test_recorded_output_every_line_goes_to_its_rank(one_host_spec):
         assert ESC not in line.text
 
 
+def test_output_of_the_kungfu_built_here_goes_to_its_ranks(one_host_spec):
+    """kungfu-run of KungFu b1e1768 as make setup builds it (-q, 2 peers, echo_rank.py):
+    stdout then stderr as captured; its own ``[I]`` lines belong to no rank."""
+    launcher = KungFuLauncher()
+    lines = (DATA / "kungfu_run_b1e1768.txt").read_text().splitlines()
+    ranks = []
+    for raw in lines:
+        line = launcher.demux(one_host_spec, "stdout", raw)
+        if raw.startswith("[I]"):
+            assert line == Line(None, "stdout", raw)
+            continue
+        assert line.rank in (0, 1) and ESC not in line.text
+        assert line.text.startswith(("rank=", "  "))
+        ranks.append((line.rank, line.stream))
+    assert sorted(set(ranks)) == [(0, "stderr"), (0, "stdout"), (1, "stderr"), (1, "stdout")]
+    assert len(ranks) == 8
+
+
 def test_recorded_output_has_the_coloured_prefixes():
     text = (DATA / "kungfu_run_output.txt").read_text()
     assert f"[{ESC}[1;32m127.0.0.1.10000{ESC}[m::stdout] Iter #2: 48.7 img/sec" in text

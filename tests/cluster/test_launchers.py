@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -299,10 +300,11 @@ def test_mpi_missing_program_says_what_to_install():
         MpiLauncher(program="no-such-mpirun").check(make_job(2))
 
 
-def test_mpi_refuses_ssh_settings_it_cannot_pass():
-    job = make_job(2, Host("far", slots=2, ssh_port=2222), flavor="openmpi")
+def test_mpi_takes_ssh_settings_with_openmpi_and_refuses_them_with_mpich():
+    far = Host("far", slots=2, ssh_port=2222)
+    MpiLauncher(program=sys.executable).check(make_job(2, far, flavor="openmpi"))
     with pytest.raises(LaunchError, match=r"~/.ssh/config"):
-        MpiLauncher(program=sys.executable).check(job)
+        MpiLauncher(program=sys.executable).check(make_job(2, far, flavor="mpich"))
 
 
 @pytest.mark.skipif(find_program("mpirun") is None, reason="mpirun is not installed")
@@ -458,15 +460,26 @@ def test_horovodrun_real_run_demuxes_every_line():
 KF = "kungfu-run-under-test"
 
 
+def kf_logs(host: str) -> list[str]:
+    """-q and the -logdir a job without a run directory gets (launch() passes one)."""
+    return ["-q", "-logdir", os.path.join(tempfile.gettempdir(), "distlab-kungfu", "adhoc", host)]
+
+
 @pytest.mark.parametrize(
     "job, argvs, ranks",
     [
-        (make_job(4), [[KF, "-np", "4", "-H", "127.0.0.1:4", *CMD]], [(0, 1, 2, 3)]),
+        (
+            make_job(4),
+            [[KF, "-np", "4", "-H", "127.0.0.1:4", *kf_logs("localhost"), *CMD]],
+            [(0, 1, 2, 3)],
+        ),
         (
             make_job(3, G1, G2),
             [
-                [KF, "-np", "3", "-H", "10.0.0.1:2,10.0.0.2:1", "-self", "10.0.0.1", *CMD],
-                [KF, "-np", "3", "-H", "10.0.0.1:2,10.0.0.2:1", "-self", "10.0.0.2", *CMD],
+                [KF, "-np", "3", "-H", "10.0.0.1:2,10.0.0.2:1", "-self", "10.0.0.1",
+                 *kf_logs("g1"), *CMD],
+                [KF, "-np", "3", "-H", "10.0.0.1:2,10.0.0.2:1", "-self", "10.0.0.2",
+                 *kf_logs("g2"), *CMD],
             ],
             [(0, 1), (2,)],
         ),
@@ -474,8 +487,9 @@ KF = "kungfu-run-under-test"
             make_job(4, G1, G2, nic="eth0", port_range="20000-20100"),
             [
                 [KF, "-np", "4", "-H", "10.0.0.1:2,10.0.0.2:2", "-nic", "eth0", "-port-range",
-                 "20000-20100", *CMD],
-            ] * 2,
+                 "20000-20100", *kf_logs(h), *CMD]
+                for h in ("g1", "g2")
+            ],
             [(0, 1), (2, 3)],
         ),
     ],
@@ -504,8 +518,9 @@ def test_missing_kungfu_run_says_how_to_install():
     with pytest.raises(LaunchError) as info:
         get_launcher("kungfu").check(make_job(2))
     assert str(info.value) == (
-        "kungfu-run not found on PATH; install KungFu on every node: git clone "
-        "https://github.com/lsds/KungFu && pip install ./KungFu (needs Go and a C++ compiler)"
+        "kungfu-run not found on PATH; install KungFu on every node: make setup builds it "
+        "(env/build_kungfu.sh: KungFu b1e1768 with the lab's patches; needs Go and a C++ "
+        "compiler)"
     )
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,9 +15,17 @@ import pytest
 from lab.cluster import launch
 from lab.cluster.inventory import Cluster, Host
 from lab.cluster.rundir import read_manifest
-from lab.cluster.ssh import check_reachable, guard_source, ssh_argv, ssh_options
+from lab.cluster.ssh import (
+    check_reachable,
+    guard_source,
+    needs_ssh_config,
+    split_config_option,
+    ssh_argv,
+    ssh_config_text,
+    ssh_options,
+)
 from lab.cluster.supervisor import RunState
-from lab.errors import LaunchError, RanksFailed
+from lab.errors import HostSpecError, LaunchError, RanksFailed
 
 REMOTE = Host("node7", slots=2, ssh_port=2222, ssh_user="lab", python="/opt/py/bin/python3")
 
@@ -161,3 +171,71 @@ def test_guard_source_runs_standalone() -> None:
         stdin=subprocess.DEVNULL,
     )
     assert done.stdout == "42\n" and done.returncode == 7 and done.stderr == ""
+
+
+# -- mpirun over ssh to a host with its own port and user --------------------------------
+
+
+def _mpi_ready() -> bool:
+    from lab.cluster.launchers.base import find_program
+    from lab.cluster.launchers.mpi import detect_mpi_flavor
+
+    return find_program("mpirun") is not None and detect_mpi_flavor() == "openmpi"
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_mpi_reaches_a_host_with_its_own_port_and_user(sshd, tmp_path: Path, probe) -> None:
+    """mpirun's own ssh reaches the host through the run's ssh_config (Port, User)."""
+    if not _mpi_ready():
+        pytest.skip("needs OpenMPI's mpirun")
+    from tests.cluster.conftest import SECOND_LOOPBACK
+
+    host = Host(SECOND_LOOPBACK, slots=2, ssh_port=sshd.port, ssh_user="root")
+    cluster = Cluster("sshd-mpi", (host,), extra={"ssh_options": sshd.options})
+    echo = Path(__file__).resolve().parents[1] / "bin" / "echo_rank.py"
+    result = launch(
+        [sys.executable, str(echo), "--lines", "1", "--show-env", "SSH_CONNECTION"],
+        np=2,
+        launcher="mpi",
+        cluster=cluster,
+        options={"prefix": str(Path(sys.executable).parent.parent)},  # where prted is
+        results_root=tmp_path,
+        view=None,
+        timeout=120,
+    )
+    assert result.ok and result.rank_exit_codes == {0: 0, 1: 0}
+    config = result.run_dir / "ssh_config"
+    text = config.read_text()
+    assert f"Host {SECOND_LOOPBACK}\n    Port {sshd.port}\n    User root\n" in text
+    assert "Include" not in text  # the cluster's ssh options say -F /dev/null
+    manifest = read_manifest(result.run_dir)
+    assert manifest["options"]["ssh_config"] == str(config)
+    assert f"ssh -F {config} " in " ".join(result.commands[0])
+    for r in (0, 1):
+        log = (result.run_dir / f"rank-{r}.log").read_text()
+        assert f"rank={r} stdout line=0" in log
+        # the rank's prted came through that sshd: SSH_CONNECTION names its port
+        conn = re.search(r"env SSH_CONNECTION=(.*)", log)
+        assert conn and conn.group(1).split()[2:] == [SECOND_LOOPBACK, str(sshd.port)], log
+
+
+def test_ssh_config_carries_port_user_and_includes() -> None:
+    hosts = [
+        Host("node1", slots=4, ssh_port=2222, ssh_user="lab"),
+        Host("node2", slots=4, ssh_user="ubuntu"),
+        Host("node3", slots=4),
+        Host("localhost", slots=1),
+    ]
+    assert needs_ssh_config(hosts) and not needs_ssh_config(hosts[2:])
+    assert ssh_config_text(hosts) == (
+        "# Written by distlab for this run: how its launcher's ssh reaches each host.\n"
+        "Host node1\n    Port 2222\n    User lab\n"
+        "Host node2\n    User ubuntu\n"
+        "Match all\nInclude ~/.ssh/config\nInclude /etc/ssh/ssh_config\n"
+    )
+    assert split_config_option(["-i", "k", "-F", "/dev/null"]) == (["-i", "k"], [])
+    assert split_config_option(["-F/x/cfg", "-v"]) == (["-v"], ["/x/cfg"])
+    assert split_config_option(["-v"]) == (["-v"], None)
+    with pytest.raises(HostSpecError, match="ssh_config"):
+        ssh_config_text([Host("a b", ssh_port=1)])

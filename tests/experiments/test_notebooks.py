@@ -35,9 +35,25 @@ def test_notebook_conventions(nb: Path) -> None:
             assert cell.get("execution_count") is None
 
 
+def _concludes(nb: Path) -> bool:
+    """A figure notebook ends with ``conclude(...)``: its verdict and figure are saved."""
+    return "conclude(" in nb.read_text()
+
+
+# rooms whose every notebook is a figure notebook ending in ``conclude`` (add a room here
+# when its notebooks adopt it)
+CONCLUDING_ROOMS = ("kungfu", "benchmark", "cluster")
+
+
+def test_figure_notebooks_conclude() -> None:
+    rooms = [nb for nb in NOTEBOOKS if nb.parent.name in CONCLUDING_ROOMS]
+    assert len(rooms) >= 7
+    assert [nb.name for nb in rooms if not _concludes(nb)] == []
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: str(p.relative_to(NOTEBOOK_DIR)))
-def test_notebook_runs_at_smoke_scale(nb: Path, tmp_path: Path) -> None:
+def test_notebook_runs_at_smoke_scale(nb: Path, tmp_path: Path, _isolated_results: Path) -> None:
     out = tmp_path / nb.name
     result = run_notebook(nb, out, {"scale": "smoke"})  # each notebook's own smoke cluster
     assert result.ok, f"{nb.name} failed: {result.error} (executed copy: {out})"
@@ -50,6 +66,15 @@ def test_notebook_runs_at_smoke_scale(nb: Path, tmp_path: Path) -> None:
         if o.get("output_type") == "error"
     ]
     assert not errors
+    if _concludes(nb):  # its figure and verdict were produced from >= 1 run
+        verdicts = sorted((_isolated_results / "verdicts").glob("*/*.json"))
+        assert verdicts, f"{nb.name} saved no verdict under {_isolated_results}"
+        for path in verdicts:
+            saved = json.loads(path.read_text())
+            assert len(saved["runs"]) >= 1, f"{path} names no run"
+            assert all(Path(r).is_dir() for r in saved["runs"])
+            figure = _isolated_results / "figures" / path.parent.name / f"{path.stem}.html"
+            assert figure.stat().st_size > 1000, f"{nb.name} wrote no figure at {figure}"
 
 
 def _notebook(path: Path, *sources: str) -> Path:

@@ -19,7 +19,7 @@ def test_every_number_names_its_source() -> None:
 
 
 def test_kungfu_fig8_monitoring_numbers() -> None:
-    table = published_table(figure="Fig 8")
+    table = published_table(paper=KUNGFU_OSDI20, figure="Fig 8")
     values = dict(zip(table["setting"], table["value"], strict=True))
     assert values == {
         "baseline": 30.5,
@@ -33,8 +33,8 @@ def test_kungfu_fig8_monitoring_numbers() -> None:
 
 def test_kungfu_fig9_and_fig7_numbers() -> None:
     kf, hvd = (
-        published_rows(figure="Fig 9", system="KungFu")[0],
-        published_rows(figure="Fig 9", system="Horovod")[0],
+        published_rows(paper=KUNGFU_OSDI20, figure="Fig 9", system="KungFu")[0],
+        published_rows(paper=KUNGFU_OSDI20, figure="Fig 9", system="Horovod")[0],
     )
     assert (kf.value, kf.error, kf.workers, kf.batch_size) == (43.4, 1.2, 32, 32)
     assert (hvd.value, hvd.error) == (12.7, 0.7)
@@ -43,7 +43,7 @@ def test_kungfu_fig9_and_fig7_numbers() -> None:
 
 
 def test_derived_overheads_say_they_are_derived() -> None:
-    over = derived_overheads(published_table(figure="Fig 8"))
+    over = derived_overheads(published_table(paper=KUNGFU_OSDI20, figure="Fig 8"))
     got = dict(zip(over["setting"], over["value"], strict=True))
     assert got["noise scale"] == pytest.approx(1 - 29.1 / 30.5)
     assert got["variance interval 1"] == pytest.approx(1 - 24.3 / 30.5)

@@ -8,6 +8,7 @@ import os
 import pandas as pd
 import pytest
 
+from lab.experiments.kungfu.published import KUNGFU_OSDI20
 from lab.experiments.published import published_table
 from lab.metrics import figures, machine
 from lab.metrics.figures import (
@@ -33,7 +34,7 @@ def _summary() -> pd.DataFrame:
 
 
 def test_throughput_vs_workers_draws_measured_ideal_and_published() -> None:
-    pub = published_table(figure="Fig 9")
+    pub = published_table(paper=KUNGFU_OSDI20, figure="Fig 9")
     text = caption("smoke", "test CPU, 2 cores; no GPU", dt.date(2025, 1, 2))
     fig = throughput_vs_workers(_summary(), color="system", published=pub, caption=text)
     by_name = {t.name: t for t in fig.data}
@@ -63,7 +64,7 @@ def test_throughput_per_worker_keeps_published_per_gpu_values() -> None:
         error=None,
         per_worker=True,
         single=10.0,
-        published=published_table(figure="Fig 9"),
+        published=published_table(paper=KUNGFU_OSDI20, figure="Fig 9"),
     )
     ideal = next(t for t in fig.data if "ideal" in t.name)
     assert set(ideal.y) == {10.0}
@@ -79,7 +80,9 @@ def test_grouped_bars_with_hatched_published_bars() -> None:
             "throughput_per_rank_ci": [0.2, 0.1, 0.3],
         }
     )
-    fig = grouped_bars(df, published=published_table(figure="Fig 9"), caption="c")
+    fig = grouped_bars(
+        df, published=published_table(paper=KUNGFU_OSDI20, figure="Fig 9"), caption="c"
+    )
     assert fig.layout.barmode == "group"
     measured = {
         t.name: (list(t.x), list(t.y)) for t in fig.data if not (t.meta or {}).get("published")
@@ -102,7 +105,7 @@ def test_overhead_bars_in_percent_beside_published() -> None:
             "overhead_ci": [0.01, 0.02],
         }
     )
-    pub = derived_overheads(published_table(figure="Fig 8"))
+    pub = derived_overheads(published_table(paper=KUNGFU_OSDI20, figure="Fig 8"))
     fig = overhead_bars(df, published=pub, caption=caption("smoke", "cpu", "2025-01-01"))
     lab, paper = fig.data
     assert list(lab.y) == pytest.approx([5.0, 20.0])

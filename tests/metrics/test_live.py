@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass
 
 from lab.metrics.live import MetricTrace
@@ -56,3 +58,49 @@ def test_trace_reads_fields_of_step_records() -> None:
         ("adaptive", "noise_scale", 0): [(4, 12.5)],
         ("adaptive", "batch_size", 0): [(4, 16.0)],
     }
+
+
+class Sink:
+    """Records what was drawn, and from which thread (a LiveFigure stands here in a kernel)."""
+
+    def __init__(self) -> None:
+        self.shown: list[tuple[str, list[list[float]]]] = []
+
+    def show(self, fig) -> None:
+        self.shown.append((threading.current_thread().name, [list(t.y) for t in fig.data]))
+
+
+def test_reader_threads_only_append_and_a_refresher_draws(monkeypatch) -> None:
+    built: list[str] = []
+    original = MetricTrace.figure
+
+    def counting_figure(self):
+        built.append(threading.current_thread().name)
+        return original(self)
+
+    monkeypatch.setattr(MetricTrace, "figure", counting_figure)
+    sink = Sink()
+    trace = MetricTrace(["noise_scale"], every=0.01, sink=sink).for_run("ns")
+    trace.on_start("/r/run-2", [0], control=None)
+    assert sink.shown == [("MainThread", [])]  # first display: in the launching thread
+
+    def reader(steps: range) -> None:
+        for step in steps:
+            text = format_record("metric", rank=0, name="noise_scale", value=step, step=step)
+            trace.on_line(L(0, "stdout", text))
+
+    t = threading.Thread(target=reader, args=(range(5),), name="lab-stdout-(0,)")
+    t.start()
+    t.join()
+    whole = ("distlab-trace", [[0.0, 1.0, 2.0, 3.0, 4.0]])
+    deadline = time.monotonic() + 10
+    while sink.shown[-1] != whole and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sink.shown[-1] == whole, "the refresher did not draw the new points"
+    t = threading.Thread(target=reader, args=(range(5, 8),), name="lab-stdout-(0,)")
+    t.start()
+    t.join()
+    trace.on_end("succeeded", 0, {0: 0})
+    assert sink.shown[-1] == ("MainThread", [[float(s) for s in range(8)]])
+    assert "lab-stdout-(0,)" not in built and "lab-stdout-(0,)" not in [n for n, _ in sink.shown]
+    assert not any(th.name == "distlab-trace" for th in threading.enumerate())

@@ -1,28 +1,34 @@
-"""KungFu's own engine, where it is installed (``kungfu-run -np N python -m lab.bench.synthetic
---backend kungfu-sync``): synchronous SGD (``SynchronousSGDOptimizer``) or asynchronous
-pair averaging (``PairAveragingOptimizer``), as benchmark_kungfu.py of the KungFu artifact.
+"""KungFu's own engine (``kungfu-run -np N python -m lab.bench.synthetic --backend kungfu-sync``):
+synchronous SGD (``SynchronousSGDOptimizer``) or asynchronous pair averaging
+(``PairAveragingOptimizer``), as benchmark_kungfu.py of the KungFu artifact.
 
-KungFu needs its own build; where ``import kungfu`` fails the run exits 2 saying how to
-install it. With ``--monitor`` on ``kungfu-sync``, gradients are all-reduced with KungFu's
-``group_all_reduce`` and the lab's estimators run on them, as KungFu's monitoring
-optimizers do.
+KungFu needs its own build (env/build_kungfu.sh, run by ``make setup``); where ``import
+kungfu`` fails the run exits 2 saying how to install it. With ``--monitor`` on
+``kungfu-sync``, gradients are all-reduced with KungFu's ``group_all_reduce`` and the lab's
+estimators run on them; for the noise scale KungFu's own estimator (its ``NoiseScale``
+kernel behind ``global_noise_scale``) runs on the same fused gradients too, and both are
+reported (``noise_scale``: the lab's, ``kungfu_noise_scale``: KungFu's), so the lab's
+monitor is checked against the original on every measured step. At the end every peer
+emits an ``event`` "weights" with a digest of its model: synchronous peers must agree.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING, Any
 
 from lab.bench import monitors
 from lab.bench.backends import EngineUnavailable, common
 from lab.bench.models import build_model, count_params
 from lab.errors import ParameterError
+from lab.metrics.records import emit
 
 if TYPE_CHECKING:
     from lab.bench.synthetic import Config
 
 INSTALL = (
-    "KungFu is not installed on this node; install it: git clone https://github.com/lsds/KungFu "
-    "&& cd KungFu && pip install --no-index . (needs Go and a C++ compiler)"
+    "KungFu is not installed on this node; install it: make setup (env/build_kungfu.sh builds "
+    "KungFu b1e1768 with the lab's patches; needs Go and a C++ compiler)"
 )
 
 
@@ -41,7 +47,7 @@ def run(cfg: Config) -> int:
     try:
         from kungfu.python import current_cluster_size, current_local_rank, current_rank
         from kungfu.tensorflow.initializer import broadcast_variables
-        from kungfu.tensorflow.ops import group_all_reduce
+        from kungfu.tensorflow.ops import fuse, global_noise_scale, group_all_reduce
         from kungfu.tensorflow.optimizers import PairAveragingOptimizer, SynchronousSGDOptimizer
     except ImportError as exc:
         raise EngineUnavailable(f"{INSTALL} (import failed: {exc})") from exc
@@ -76,12 +82,20 @@ def run(cfg: Config) -> int:
             local, grads = grads, average(grads)
             if measure:
                 outputs = monitors.tf_measure(cfg.monitor, local, grads, average, b_small, b_big)
+            if measure and cfg.monitor == "noise-scale":  # what KungFu's optimizer fuses
+                outputs["kungfu"] = (fuse(local), fuse(grads))
         opt.apply_gradients(zip(grads, variables, strict=True))
         if first_batch:
             broadcast_variables(model.variables)
             slots = opt.variables
             broadcast_variables(slots() if callable(slots) else slots)
         return loss, outputs
+
+    @tf.function
+    def kungfu_noise_scale(fused_local: Any, fused_avg: Any) -> Any:
+        # Its own function: the NoiseScale kernel keeps its EMA per op instance, and
+        # train_step is traced more than once (first batch or not).
+        return global_noise_scale(b_small, b_big, fused_local, fused_avg, monitors.DEFAULT_ALPHA)
 
     def step_fn(i: int) -> tuple[Any, dict[str, Any]]:
         return train_step(i == 0, cfg.monitor != "none" and i % cfg.interval == 0)
@@ -90,5 +104,22 @@ def run(cfg: Config) -> int:
         cfg, rank, size, common.device_name(tf), root=rank == 0, extra=common.versions(tf)
     )
     rep.header(count_params(model))
-    common.run_loop(cfg, rep, step_fn, monitors.MonitorSink(rep.metric))
+    sink = monitors.MonitorSink(rep.metric)
+
+    def on_metrics(step: int, outputs: dict[str, Any]) -> None:
+        if "kungfu" in outputs:
+            value = float(kungfu_noise_scale(*outputs.pop("kungfu")))
+            emit("metric", rank=rank, name="kungfu_noise_scale", value=value, step=step)
+        sink(step, outputs)
+
+    common.run_loop(cfg, rep, step_fn, on_metrics)
+    emit("event", name="weights", rank=rank, digest=weights_digest(model.variables))
     return 0
+
+
+def weights_digest(variables: list[Any]) -> str:
+    """A short hash of the model's values: equal on every peer after synchronous steps."""
+    h = hashlib.sha256()
+    for v in variables:
+        h.update(v.numpy().tobytes())
+    return h.hexdigest()[:16]

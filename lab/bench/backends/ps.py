@@ -6,18 +6,28 @@ also come from LAB_PS_ROLE / LAB_PS_INDEX):
 - ``ps`` and ``worker`` tasks start a ``tf.distribute.Server`` and serve until the chief
   is gone. The chief's gRPC server listens on its TF_CONFIG address for the whole run, so
   each server task polls that address: it waits (at most ``--ps-wait`` seconds) for the
-  chief to answer, then exits 0 once the chief stops answering. No shared filesystem and
-  no extra channel is needed, and every process ends on its own after the chief ends.
+  chief to answer, then exits 0 once the chief's host refuses connections (the chief
+  ended). No shared filesystem and no extra channel is needed, and every process ends on
+  its own after the chief ends. A chief whose host stops answering at all (revoked, see
+  lab.cluster.faults) may be replaced: the tasks then wait ``--chief-grace`` seconds for a
+  chief to answer again.
 - the ``chief`` builds the model under ``strategy.scope()`` (variables live on the ps
   tasks), schedules ``(warmup + steps) × workers`` steps through a ClusterCoordinator, and
   reports. Closures go to whichever worker is free, so a fast worker runs more steps.
+  With ``--checkpoint-dir`` it resumes from the newest checkpoint there and, with
+  ``--checkpoint-every K``, writes one every K global steps (lab.bench.backends.checkpoints).
+  A step whose worker died after running it (its result unreadable) is reported as a
+  ``result_lost`` event: its update reached the servers. With two or more servers the large
+  variables are split over them (``MinSizePartitioner``).
 
 Records: only the chief prints them. Each ``step`` record describes one step of one
 worker: ``rank`` and ``worker`` are that worker's index (from
 ``tf.distribute.coordinator.experimental_get_current_worker_index``), ``step`` counts that
 worker's steps, and ``seconds`` is measured on the worker's clock between the ends of its
 consecutive steps (the first: start to end), so it includes the pull/push of variables
-and the dispatch gap. ``world_size`` is the number of workers; a header is printed for
+and the dispatch gap; ``global_step`` counts the job's steps (from a restored checkpoint's
+step on) and ``ended_at`` is the step's end in epoch seconds, for timelines. ``world_size``
+is the number of workers; a header is printed for
 each worker rank, all with ``reporter: "chief"``.
 """
 
@@ -31,15 +41,17 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from lab.bench.backends import common
+from lab.bench.backends import checkpoints, common
 from lab.bench.models import build_model, count_params
 from lab.errors import ParameterError
+from lab.metrics.records import emit
 
 if TYPE_CHECKING:
     from lab.bench.synthetic import Config
 
 ROLES = ("chief", "worker", "ps")
 POLL_SECONDS = 0.5
+SHARD_BYTES = 64 << 10  # variables larger than this are split over the servers
 MISSES_TO_EXIT = 3  # consecutive failed connects before a server task decides the chief ended
 
 
@@ -70,30 +82,54 @@ def read_tf_config() -> tuple[dict[str, Any], str, int]:
     return cluster, role, index
 
 
-def _answers(address: str, timeout: float = 1.0) -> bool:
+def _probe(address: str, timeout: float = 1.0) -> str:
+    """``"up"``; ``"refused"`` (the host is there, nothing listens: the chief ended or is
+    starting); or ``"gone"`` (no answer at all: its host vanished, e.g. revoked)."""
     host, _, port = address.rpartition(":")
     try:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-            return True
+            return "up"
+    except ConnectionRefusedError:
+        return "refused"
     except OSError:
-        return False
+        return "gone"
 
 
-def watch_chief(address: str, wait: float) -> int:
-    """Block while the chief runs; 0 once it has come and gone, 1 if it never came."""
+def watch_chief(address: str, wait: float, grace: float = 60.0) -> int:
+    """Block while the chief runs; 0 once it has come and gone, 1 if it never came.
+
+    A chief that ends leaves its host refusing connections: the task ends after a few
+    refusals. A chief whose host vanishes (revoked) may be replaced: the task waits up to
+    ``grace`` seconds for a chief to answer again, refusals included (a replacement
+    starting up), and ends with 1 if none does.
+    """
     deadline = time.monotonic() + wait
-    while not _answers(address):
+    while _probe(address) != "up":
         if time.monotonic() > deadline:
             print(
                 f"chief {address} did not appear within {wait:.0f} s", file=sys.stderr, flush=True
             )
             return 1
         time.sleep(POLL_SECONDS)
-    misses = 0
-    while misses < MISSES_TO_EXIT:
+    misses, lost_since = 0, None
+    while True:
         time.sleep(POLL_SECONDS)
-        misses = 0 if _answers(address) else misses + 1
-    return 0
+        state = _probe(address)
+        if state == "up":
+            if lost_since is not None:
+                print(f"chief {address} is back", file=sys.stderr, flush=True)
+            misses, lost_since = 0, None
+            continue
+        if state == "gone" and lost_since is None:
+            lost_since = time.monotonic()
+            print(f"chief {address} vanished; waiting {grace:.0f} s", file=sys.stderr, flush=True)
+        if lost_since is not None:
+            if time.monotonic() - lost_since > grace:
+                return 1
+            continue
+        misses += 1
+        if misses >= MISSES_TO_EXIT:
+            return 0
 
 
 def serve(tf: Any, cfg: Config, cluster: dict[str, Any], role: str, index: int) -> int:
@@ -102,7 +138,7 @@ def serve(tf: Any, cfg: Config, cluster: dict[str, Any], role: str, index: int) 
         tf.train.ClusterSpec(cluster), job_name=role, task_index=index, protocol="grpc", start=True
     )
     print(f"{role} {index} serving at {server.target}", file=sys.stderr, flush=True)
-    code = watch_chief(cluster["chief"][0], cfg.ps_wait)
+    code = watch_chief(cluster["chief"][0], cfg.ps_wait, cfg.chief_grace)
     print(f"{role} {index}: chief ended, exiting", file=sys.stderr, flush=True)
     return code
 
@@ -130,12 +166,19 @@ def train(tf: Any, cfg: Config, cluster: dict[str, Any]) -> int:
     """The chief: build, schedule every worker's steps, and report as they finish."""
     workers = len(cluster["worker"])
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    strategy = tf.distribute.ParameterServerStrategy(resolver)
+    partitioner = None
+    if len(cluster["ps"]) > 1:  # spread the large variables over every server
+        partitioner = tf.distribute.experimental.partitioners.MinSizePartitioner(
+            min_shard_bytes=SHARD_BYTES, max_shards=len(cluster["ps"])
+        )
+    strategy = tf.distribute.ParameterServerStrategy(resolver, variable_partitioner=partitioner)
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     common.seed_everything(cfg)
     with strategy.scope():
         model = build_model(cfg.model, cfg.image_size, cfg.num_classes)
         opt = common.make_optimizer(cfg)
+    ckpt = tf.train.Checkpoint(model=model, optimizer=opt) if cfg.checkpoint_dir else None
+    first = checkpoints.restore(ckpt, cfg.checkpoint_dir, reporter="chief") if ckpt else 0
 
     def dataset_fn(_: Any = None) -> Any:
         worker = tf.distribute.coordinator.experimental_get_current_worker_index()
@@ -172,17 +215,26 @@ def train(tf: Any, cfg: Config, cluster: dict[str, Any]) -> int:
         rep.rank = w
         rep.header(count_params(model), worker=w, reporter="chief", ps_tasks=len(cluster["ps"]))
 
-    total = (cfg.warmup_steps + cfg.steps) * workers
+    total = (cfg.warmup_steps + cfg.steps) * workers - first
     pending = [coordinator.schedule(step_fn, args=(iterator,)) for _ in range(total)]
     done: dict[int, int] = {}
     last_end: dict[int, float] = {}
-    for remote in pending:  # a worker runs its closures in order, so this keeps per-worker order
-        loss, worker, start, end = remote.fetch()
+    # A worker runs its closures in order, so fetching in order keeps per-worker order.
+    lost = (tf.errors.UnavailableError, tf.errors.CancelledError, tf.errors.AbortedError)
+    for global_step, remote in enumerate(pending, first + 1):
+        try:
+            loss, worker, start, end = remote.fetch()
+        except lost as e:  # the step ran, but its worker died before its result was read
+            emit("event", event="result_lost", step=global_step, error=type(e).__name__)
+            continue
         w = int(worker)
         k = done.get(w, 0)
         seconds = float(end) - last_end.get(w, float(start))
         last_end[w], done[w] = float(end), k + 1
-        rep.step(k, seconds, float(loss), rank=w, worker=w, reporter="chief")
+        rep.step(k, seconds, float(loss), rank=w, worker=w, reporter="chief",
+                 global_step=global_step, ended_at=round(float(end), 6))  # fmt: skip
+        if ckpt is not None and cfg.checkpoint_every and global_step % cfg.checkpoint_every == 0:
+            checkpoints.write(ckpt, cfg.checkpoint_dir, global_step, reporter="chief")
     coordinator.join()
     rep.rank = 0
     rep.summary(steps_per_worker={str(w): n for w, n in sorted(done.items())}, reporter="chief")

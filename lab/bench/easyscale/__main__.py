@@ -56,6 +56,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--digest", action="store_true", help="hash the parameters every step")
     p.add_argument("--save", default="", help="checkpoint directory to write at the end")
     p.add_argument("--resume", default="", help="checkpoint directory to start from")
+    p.add_argument(
+        "--stop-file",
+        default="",
+        help="end early (and checkpoint with --save) after the step during which this file "
+        "appears: how a scheduler rescales a running job",
+    )
     return p
 
 

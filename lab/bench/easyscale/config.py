@@ -113,6 +113,7 @@ class Config:
     seed: int = 1
     save: str = ""
     resume: str = ""
+    stop_file: str = ""
 
     def checked(self) -> Config:
         """This config if it can run; ParameterError naming the first bad field if not."""
@@ -189,4 +190,6 @@ class Config:
             out.append(f"--save={self.save}")
         if self.resume:
             out.append(f"--resume={self.resume}")
+        if self.stop_file:
+            out.append(f"--stop-file={self.stop_file}")
         return out

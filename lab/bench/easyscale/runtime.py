@@ -53,6 +53,7 @@ def run_est(cfg: Config, rank: int) -> None:
         contexts = [ctxmod.fresh_context(i, cfg.seed, model) for i in mine]
     if not cfg.switch:
         contexts[0].restore(model)
+    done = first + cfg.steps
     for step in range(first, first + cfg.steps):
         began = time.perf_counter()
         grads = []
@@ -105,13 +106,17 @@ def run_est(cfg: Config, rank: int) -> None:
             ests=len(contexts),
             **digest,
         )
+        if cfg.stop_file and sync.agreed_stop(cfg.stop_file):
+            done = step + 1
+            emit("event", name="stop", rank=rank, step=done)
+            break
     if cfg.save:
         if rank == 0:
-            ctxmod.save_shared(cfg.save, model, opt, first + cfg.steps, cfg.ests)
+            ctxmod.save_shared(cfg.save, model, opt, done, cfg.ests)
         ctxmod.save_contexts(cfg.save, contexts)
         if dist.is_initialized():
             dist.barrier()
-        emit("event", name="checkpoint", rank=rank, path=cfg.save, step=first + cfg.steps)
+        emit("event", name="checkpoint", rank=rank, path=cfg.save, step=done)
 
 
 def run_plain(cfg: Config, rank: int) -> None:

@@ -91,3 +91,17 @@ def params_digest(params: Iterable[Any]) -> str:
     for p in params:
         h.update(p.detach().contiguous().numpy().tobytes())
     return h.hexdigest()[:16]
+
+
+def agreed_stop(path: str) -> bool:
+    """Whether ``path`` exists on any process, agreed by all (one MAX all-reduce of one
+    number), so every process ends at the same step and the checkpoint is consistent."""
+    import os
+
+    import torch
+    import torch.distributed as dist
+
+    flag = torch.tensor([1.0 if os.path.exists(path) else 0.0])
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item() > 0)

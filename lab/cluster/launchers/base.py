@@ -253,14 +253,21 @@ def cluster_ssh_options(job: Job) -> list[str]:
     return shlex.split(opts) if isinstance(opts, str) else [str(o) for o in opts]
 
 
-def check_remote_ssh(job: Job, tool: str) -> None:
-    """Launchers that run their own SSH read ~/.ssh/config only: refuse per-host ports/users
-    rather than silently ignore them."""
-    for host in job.cluster.hosts if job.cluster else ():
-        if not host.is_local and (host.ssh_port or host.ssh_user):
+def remote_hosts(job: Job) -> list[Host]:
+    """The hosts of the job's cluster reached over real SSH (not local, not emulated)."""
+    hosts = job.cluster.hosts if job.cluster else ()
+    return [h for h in hosts if not h.is_local and h.namespace is None]
+
+
+def check_remote_ssh(job: Job, tool: str, why: str) -> None:
+    """Refuse per-host ssh ports/users for a launcher whose own ssh cannot take them
+    (``why`` says what it lacks), rather than silently ignore them."""
+    for host in remote_hosts(job):
+        if host.ssh_port or host.ssh_user:
             raise LaunchError(
-                f"host {host.name!r} sets ssh_port/ssh_user, but {tool} reaches hosts with "
-                f"plain ssh: put 'Host {host.name}' with Port/User in ~/.ssh/config instead"
+                f"host {host.name!r} sets ssh_port/ssh_user, but {tool} {why}: put "
+                f"'Host {host.name}' with Port/User in ~/.ssh/config instead, or use "
+                "launcher='mpi' with OpenMPI (it is given an ssh_config per run)"
             )
 
 

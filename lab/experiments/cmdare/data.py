@@ -20,6 +20,9 @@ SPEED_FILES = {
 CHECKPOINT_FILE = "checkpoint/whole_data.csv"
 LIFETIME_FILE = "lifetime_cdf_hourly.csv"
 STARTUP_DIR = "startup_time"
+CHIEF_DIR = "chief_rejoining"
+CLUSTER_SPEED_DIRS = {1: "cluster_speed/p100", 2: "cluster_speed/p100ps2"}
+CHIEF_CHECKPOINT_STEP = 4000  # exp-N rejoins N - 4000 steps after it (1.5k-3.5k published)
 
 
 def data_path(relative: str) -> Path:
@@ -29,6 +32,12 @@ def data_path(relative: str) -> Path:
         there = sorted(str(p.relative_to(DATA_DIR)) for p in DATA_DIR.rglob("*.csv"))
         raise ParameterError("file", relative, ", ".join(there))
     return path
+
+
+def sources(*relative: str) -> tuple[str, ...]:
+    """The shipped files a verdict's numbers come from (its ``runs``: for the artifact's
+    data the measurements are these files, not lab run directories)."""
+    return tuple(str(data_path(r)) if r.endswith(".csv") else str(DATA_DIR / r) for r in relative)
 
 
 def speed_table(which: str) -> Any:
@@ -78,3 +87,44 @@ def startup_times() -> Any:
     out = pd.concat(frames, ignore_index=True)
     out["total"] = out[["Provisioning", "Staging", "Booting"]].sum(axis=1)
     return out
+
+
+def chief_rejoining() -> Any:
+    """One row per run of the chief-rejoining experiment: ``run`` (file name), ``rejoin``
+    (the step the chief rejoined at; None for the base runs without revocation),
+    ``since_checkpoint`` (rejoin - 4000, the steps since the last checkpoint), ``steps``
+    and ``seconds`` (wall time from the first to the last evaluation)."""
+    import pandas as pd
+
+    rows = []
+    for path in sorted((DATA_DIR / CHIEF_DIR).glob("*.csv")):
+        df = pd.read_csv(path)
+        parts = path.stem.split("-")
+        rejoin = int(parts[1]) if parts[0] == "exp" else None
+        rows.append(
+            {
+                "run": path.name,
+                "rejoin": rejoin,
+                "since_checkpoint": None if rejoin is None else rejoin - CHIEF_CHECKPOINT_STEP,
+                "steps": int(df["Step"].iloc[-1]),
+                "seconds": float(df["Wall time"].iloc[-1] - df["Wall time"].iloc[0]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def cluster_speed(model: str = "res15") -> Any:
+    """Global steps/s of asynchronous PS training on P100 workers (TensorBoard export), one
+    row per run: ``ps`` (1 or 2), ``workers`` (1-8), ``median`` and ``mean`` steps/s."""
+    import pandas as pd
+
+    rows = []
+    for ps, folder in CLUSTER_SPEED_DIRS.items():
+        for path in sorted((DATA_DIR / folder).glob(f"{model}*worker*/*.csv")):
+            workers = int(path.parent.name.rsplit("worker", 1)[1])
+            values = pd.read_csv(path)["Value"]
+            rows.append({"ps": ps, "workers": workers, "median": float(values.median()),
+                         "mean": float(values.mean())})  # fmt: skip
+    if not rows:
+        raise ParameterError("model", model, "res15 (the shipped cluster_speed runs)")
+    return pd.DataFrame(rows).sort_values(["ps", "workers"]).reset_index(drop=True)

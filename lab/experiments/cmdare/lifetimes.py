@@ -147,4 +147,5 @@ def lifetimes_verdict(table: Any) -> Verdict:
             f"{k80['reached_24h'].min():.0%}-{k80['reached_24h'].max():.0%} of K80 servers "
             "reached the 24 h limit."
         ),
+        runs=data.sources(data.LIFETIME_FILE),
     )

@@ -157,6 +157,7 @@ def reproduction_verdict(table: Any) -> Verdict:
             f"{ok} of {n} rows equal at {PRECISION} decimals; largest gap "
             f"{w['gap']:.2g} points ({w['setting']})."
         ),
+        runs=data.sources(*data.SPEED_FILES.values(), data.CHECKPOINT_FILE),
     )
 
 
@@ -186,4 +187,5 @@ def held_out_verdict(table: Any, tolerance: float = HELD_OUT_TOLERANCE) -> Verdi
             f"{most['random_split']:.1f}% -> {most['group_kfold_mean']:.1f}% "
             f"(worst fold {most['group_kfold_worst']:.1f}%)."
         ),
+        runs=data.sources(*data.SPEED_FILES.values(), data.CHECKPOINT_FILE),
     )

@@ -159,6 +159,9 @@ def what_if_verdict(runs: Any, description: str = "") -> Verdict:
             f"revocations on average, cost {t['cost']:.2f} (95th pct {t['cost_p95']:.2f}); "
             f"on-demand {o['hours']:.2f} h, cost {o['cost']:.2f}; {slower:+.1%} time."
         ),
+        runs=data.sources(
+            data.LIFETIME_FILE, *data.SPEED_FILES.values(), data.CHECKPOINT_FILE, data.STARTUP_DIR
+        ),
     )
 
 

@@ -1,62 +1,96 @@
-"""What a stand-in step-time run measured, read back from its run directory."""
+"""What the stand-in step-time runs measured, read back from their run directories.
+
+A stand-in run (``lab.bench.torch_step_sweep``) has one rank per device stand-in, in the
+order of its ``device_types`` parameter, and each rank prints one ``step_seconds`` metric
+record per configuration (image size, micro-batches k) it measured.
+"""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from lab.errors import NothingMeasured
 
 EXPERIMENT = "easyscale/standin_steptimes"
+MEASURED = ("model", "image_size", "batch_size", "micro_batches", "step_seconds")
 
 
-def step_seconds(run_dir: str | os.PathLike[str], window_s: float = 0.3) -> float:
-    """Seconds per timed step of a run: the median over consecutive windows of at least
-    ``window_s`` of each window's mean. A window's mean, not one step's time, because a CPU
-    quota throttles within 100 ms periods; the median of windows, because other work on a
-    shared machine comes in bursts."""
-    import numpy as np
+def _succeeded(experiment: str, results_root: str | os.PathLike[str] | None) -> list[tuple]:
+    """(run dir, manifest) of every succeeded stand-in run, oldest first."""
+    from lab.metrics.store import list_runs, read_manifest
 
+    out = []
+    for run_dir in list_runs(experiment, results_root):
+        manifest = read_manifest(run_dir)
+        params = manifest.get("params") or {}
+        if manifest.get("state") == "succeeded" and "device_types" in params:
+            out.append((Path(run_dir), manifest))
+    return out
+
+
+def measured(
+    experiment: str = EXPERIMENT, results_root: str | os.PathLike[str] | None = None
+) -> pd.DataFrame:
+    """One row per (run, rank, configuration) of the succeeded stand-in runs, oldest run
+    first: ``MEASURED`` columns plus device_type, device_cpu, device_threads and run_dir.
+
+    Raises:
+        NothingMeasured: no succeeded stand-in run, or none printed a step time.
+    """
     from lab.metrics import load_run
 
-    records = load_run(run_dir)
-    warm = records.get("warmup", pd.Series(False, index=records.index))
-    timed = ~warm.astype("boolean").fillna(False).astype(bool)
-    seconds = records.loc[(records["kind"] == "step") & timed, "seconds"].astype(float)
-    if seconds.empty:
-        return float("nan")
-    means, total, n = [], 0.0, 0
-    for s in seconds:
-        total, n = total + s, n + 1
-        if total >= window_s:
-            means.append(total / n)
-            total, n = 0.0, 0
-    if not means:  # the whole run is shorter than one window
-        return float(seconds.mean())
-    return float(np.median(means))
+    rows: list[dict[str, Any]] = []
+    for run_dir, manifest in _succeeded(experiment, results_root):
+        p = manifest["params"]
+        records = load_run(run_dir)
+        if "name" not in records:
+            continue
+        metrics = records[(records["kind"] == "metric") & (records["name"] == "step_seconds")]
+        for r in metrics.itertuples(index=False):
+            rank = int(r.rank)
+            if not 0 <= rank < len(p["device_types"]) or not float(r.value) > 0:
+                continue
+            rows.append(
+                {
+                    "model": r.model,
+                    "image_size": int(r.image_size),
+                    "batch_size": int(r.batch_size),
+                    "micro_batches": int(r.micro_batches),
+                    "step_seconds": float(r.value),
+                    "device_type": p["device_types"][rank],
+                    "device_cpu": p["device_cpus"][rank],
+                    "device_threads": int(p["device_threads"][rank]),
+                    "run_dir": str(run_dir),
+                }
+            )
+    if not rows:
+        raise NothingMeasured(f"no succeeded stand-in run under results/runs/{experiment}")
+    return pd.DataFrame(rows)
 
 
 def startup_seconds(
     experiment: str = EXPERIMENT, results_root: str | os.PathLike[str] | None = None
 ) -> float:
-    """Median seconds from a stand-in run's start to its first step: what starting (or
-    restarting) a job costs here — processes, imports, model — measured, not assumed."""
+    """Median seconds from a stand-in run's start to a rank's first step: what starting (or
+    restarting) a job on a device costs here — processes, imports, model — measured, not
+    assumed."""
     import statistics
 
     from lab.metrics import load_run
-    from lab.metrics.store import list_runs, read_manifest
 
     waits = []
-    for run_dir in list_runs(experiment, results_root):
-        manifest = read_manifest(run_dir)
+    for run_dir, manifest in _succeeded(experiment, results_root):
         started = (manifest.get("started") or {}).get("epoch")
-        if manifest.get("state") != "succeeded" or not started:
-            continue
         records = load_run(run_dir)
         steps = records[records["kind"] == "step"]
-        if len(steps) and "time" in steps:
-            waits.append(float(steps["time"].astype(float).min()) - float(started))
+        if not started or steps.empty or "time" not in steps:
+            continue
+        first = steps.groupby("rank")["time"].min().astype(float)
+        waits.extend(float(t) - float(started) for t in first)
     if not waits:
         raise NothingMeasured(f"no succeeded stand-in run under results/runs/{experiment}")
     return float(statistics.median(waits))

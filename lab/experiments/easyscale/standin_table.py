@@ -1,12 +1,17 @@
 """Step times measured by the lab on stand-ins for the paper's GPUs and workloads.
 
 Until EST runs on real devices give the step-time table, the lab measures one: each
-device type is stood in for by a CPU share of this machine (a one-host emulated cluster
-with a cgroup CPU quota, or the plain local machine with a thread count), each of the
-paper's workloads by a PyTorch workload (``lab.bench.torch_synthetic``) of some input
-size, and k ESTs on one device by ``--micro-batches k``: k mini-batches one after another
-per step on the same device, as ESTs time-share it. Every measurement is a real run
-through ``lab.cluster.launch``, kept as a run directory and resumed from there.
+device type is stood in for by a CPU share of this machine (an emulated host with a cgroup
+CPU quota, or the plain local machine with a thread count), each of the paper's workloads
+by the lab's tiny CNN at some input size, and k ESTs on one device by k mini-batches one
+after another per step on the same device, as ESTs time-share it.
+
+One real run through ``lab.cluster.launch`` measures the whole table: one rank of
+``lab.bench.torch_step_sweep`` per device type, each on its own emulated host with that
+type's quota, side by side, each measuring every (input size, k) in turn, in a few rounds,
+in one process. So the table costs one start-up per device type, not one per cell. Device types
+without a quota run one at a time on this machine (side by side they would share its
+cores). The runs are kept as run directories and resumed from there.
 
 The shares are the lab's choice, not the GPUs' published speed ratios: they make device
 types differ in speed so the policies have something to choose between.
@@ -17,19 +22,18 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from lab.errors import NothingMeasured, ParameterError
-from lab.experiments.easyscale.standin_runs import EXPERIMENT, startup_seconds, step_seconds
+from lab.experiments.easyscale.standin_runs import EXPERIMENT, measured, startup_seconds
 from lab.experiments.easyscale.steptimes import COLUMNS
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EXPERIMENT", "measure", "points", "standin_table", "startup_seconds", "step_seconds"]
+__all__ = ["EXPERIMENT", "measure", "measured", "points", "standin_table", "startup_seconds"]
 
 
 @dataclass(frozen=True)
@@ -74,11 +78,14 @@ class WorkloadStandIn:
 
 # Smoke: three CPU shares for the three GPU types, and three input sizes of the lab's tiny
 # CNN for the paper's eight workloads (lighter and heavier per-step compute; every step
-# long enough, tens of ms, that 20 of them average over the quota's 100 ms periods).
+# long enough, tens of ms, that a window of 0.3 s averages over the quota's 100 ms periods).
+# The three run side by side, so together they leave room on a 2-core machine for the
+# launcher and other work: a quota of a whole core is not had on a busy machine, and its
+# device then measures no faster than the next (seen with 1.0/0.6/0.35 cores).
 SMOKE_DEVICES = (
-    DeviceStandIn("v100", cpu=1.0),
-    DeviceStandIn("p100", cpu=0.6),
-    DeviceStandIn("t4", cpu=0.35),
+    DeviceStandIn("v100", cpu=0.8),
+    DeviceStandIn("p100", cpu=0.5),
+    DeviceStandIn("t4", cpu=0.3),
 )
 _LIGHT, _MEDIUM, _HEAVY = (128, 32), (176, 32), (224, 32)
 SMOKE_WORKLOADS = tuple(
@@ -96,79 +103,102 @@ SMOKE_WORKLOADS = tuple(
 )
 
 
+def _groups(devices: Sequence[DeviceStandIn]) -> list[list[DeviceStandIn]]:
+    """Devices measured side by side: all with a quota in one run, each without alone."""
+    quota = [d for d in devices if d.cpu is not None]
+    return ([quota] if quota else []) + [[d] for d in devices if d.cpu is None]
+
+
 def points(
-    workloads: Sequence[WorkloadStandIn], devices: Sequence[DeviceStandIn], ests: Sequence[int]
+    workloads: Sequence[WorkloadStandIn],
+    devices: Sequence[DeviceStandIn],
+    ests: Sequence[int],
+    seconds: float = 2.0,
+    min_steps: int = 3,
+    rounds: int = 3,
 ) -> list[dict[str, Any]]:
-    """One point per distinct (stand-in config, device stand-in, k): workloads sharing a
-    stand-in share its runs."""
-    configs = sorted({w.config for w in workloads})
+    """One point per run: per (model, batch size) of the stand-ins and group of devices
+    measured side by side, every input size of those stand-ins × every k. Workloads sharing
+    a stand-in share its measurement."""
+    by_model: dict[tuple[str, int], set[int]] = {}
+    for m, s, b in {w.config for w in workloads}:
+        by_model.setdefault((m, b), set()).add(s)
     return [
         {
             "model": m,
-            "image_size": s,
             "batch_size": b,
-            "ests_per_device": int(k),
-            **{f"device_{key}": v for key, v in asdict(d).items()},
+            "image_sizes": sorted(sizes),
+            "ests": sorted({int(k) for k in ests}),
+            "device_types": [d.device_type for d in group],
+            "device_cpus": [d.cpu for d in group],
+            "device_threads": [d.threads for d in group],
+            "seconds": float(seconds),
+            "min_steps": int(min_steps),
+            "rounds": int(rounds),
         }
-        for (m, s, b) in configs
-        for d in devices
-        for k in ests
+        for (m, b), sizes in sorted(by_model.items())
+        for group in _groups(devices)
     ]
 
 
-def _cluster(device: DeviceStandIn) -> Any:
-    if device.cpu is None:
+def _cluster(point: dict[str, Any]) -> Any:
+    """This machine for one device without a quota; else one emulated host per device."""
+    cpus = point["device_cpus"]
+    if cpus == [None]:
         return "local"
     from lab.cluster.inventory import cluster_from_dict
 
-    name = f"standin-{device.device_type}"
-    spec = {"hosts": 1, "slots": 1, "cpu": device.cpu}
+    name = "standin-" + "-".join(point["device_types"])
+    spec: dict[str, Any] = {"hosts": len(cpus), "slots": 1, "cpu": cpus[0]}
+    overrides = {f"h{i + 1}": {"cpu": c} for i, c in enumerate(cpus) if i and c != cpus[0]}
+    if overrides:
+        spec["overrides"] = overrides
     return cluster_from_dict({"name": name, "emulated": spec}, name)
 
 
 def run_point(
     point: dict[str, Any],
-    steps: int,
     experiment: str = EXPERIMENT,
     results_root: str | os.PathLike[str] | None = None,
-    timeout: float = 300.0,
 ) -> Any:
-    """One stand-in measurement as a real run; returns its RunResult (failed ones too)."""
+    """One stand-in run (a rank per device of the point); returns its RunResult, failed
+    ones too."""
     from lab.cluster import launch
 
-    device = DeviceStandIn(
-        point["device_device_type"], point["device_cpu"], int(point["device_threads"])
-    )
+    def csv(values: Sequence[Any]) -> str:
+        return ",".join(str(v) for v in values)
+
     argv = [
         "python",
         "-m",
-        "lab.bench.torch_synthetic",
-        "--device",
-        "cpu",
+        "lab.bench.torch_step_sweep",
         "--model",
         str(point["model"]),
-        "--image-size",
-        str(point["image_size"]),
         "--batch-size",
         str(point["batch_size"]),
+        "--image-sizes",
+        csv(point["image_sizes"]),
         "--micro-batches",
-        str(point["ests_per_device"]),
-        "--steps",
-        str(steps),
-        "--warmup-steps",
-        "2",
+        csv(point["ests"]),
+        "--seconds",
+        str(point["seconds"]),
+        "--min-steps",
+        str(point["min_steps"]),
+        "--rounds",
+        str(point["rounds"]),
+        "--threads",
+        csv(point["device_threads"]),
     ]
-    threads = str(device.threads)
+    configs = len(point["image_sizes"]) * len(point["ests"])
     return launch(
         argv,
-        np=1,
+        np=len(point["device_types"]),
         launcher="local",
-        cluster=_cluster(device),
+        cluster=_cluster(point),
         experiment=experiment,
-        env={"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads},
-        params={**point, "steps": steps},
+        params=point,
         view=None,
-        timeout=timeout,
+        timeout=120.0 + configs * (10 * float(point["seconds"]) + 10),
         check=False,
         results_root=results_root,
     )
@@ -178,27 +208,42 @@ def measure(
     workloads: Sequence[WorkloadStandIn] = SMOKE_WORKLOADS,
     devices: Sequence[DeviceStandIn] = SMOKE_DEVICES,
     ests: Sequence[int] = (1, 2, 4),
-    steps: int = 20,
+    seconds: float = 2.0,
+    min_steps: int = 3,
+    rounds: int = 3,
     experiment: str = EXPERIMENT,
     results_root: str | os.PathLike[str] | None = None,
     rerun: bool = False,
 ) -> pd.DataFrame:
-    """Run the points that have no succeeded run yet; return the sweep's summary."""
+    """Run the points that have no succeeded run yet; return the sweep's summary.
+
+    Args:
+        seconds: timed seconds of steps per configuration on each device (at least).
+        min_steps: timed steps per configuration (at least).
+        rounds: visits to each configuration, its seconds and steps shared among them.
+    """
     from lab.metrics import Sweep
 
-    if steps < 1 or not ests or min(ests) < 1:
-        raise ParameterError("ests/steps", (tuple(ests), steps), "ests >= 1 and steps >= 1")
+    if not ests or min(ests) < 1 or not seconds > 0 or min(min_steps, rounds) < 1:
+        raise ParameterError(
+            "ests/seconds/min_steps/rounds",
+            (tuple(ests), seconds, min_steps, rounds),
+            "ests >= 1, seconds > 0, min_steps >= 1, rounds >= 1",
+        )
+    names = [d.device_type for d in devices]
+    if not names or len(set(names)) != len(names):
+        raise ParameterError("devices", names, "one stand-in per device type")
     if any(d.cpu is not None for d in devices):
         from lab.cluster.emulation import missing
 
         why = missing()
         if why:
             raise ParameterError("devices", "CPU quotas", f"devices with cpu=None here ({why})")
-    pts = points(workloads, devices, ests)
+    pts = points(workloads, devices, ests, seconds, min_steps, rounds)
     sweep = Sweep(
         experiment,
         pts,
-        lambda p: run_point(p, steps, experiment, results_root),
+        lambda p: run_point(p, experiment, results_root),
         key=list(pts[0]),
         results_root=results_root,
         progress=False,
@@ -211,45 +256,34 @@ def standin_table(
     experiment: str = EXPERIMENT,
     results_root: str | os.PathLike[str] | None = None,
 ) -> pd.DataFrame:
-    """The step-time table from the stand-in runs' directories, one row per (workload,
-    device type, k) with the columns of ``throughput_table`` (workload, device_type,
+    """The step-time table from the stand-in runs' records, one row per (workload, device
+    type, k) with the columns of ``throughput_table`` (workload, device_type,
     ests_per_device, step_seconds) plus batch_size, measured_as and run_dir.
 
     Raises:
-        NothingMeasured: no succeeded run matches a stand-in.
+        NothingMeasured: no succeeded run measured a stand-in of ``workloads``.
     """
-    from lab.metrics.store import list_runs, read_manifest
-
     by_config: dict[tuple, list[WorkloadStandIn]] = {}
     for w in workloads:
         by_config.setdefault(w.config, []).append(w)
     rows = []
-    for run_dir in list_runs(experiment, results_root):
-        manifest = read_manifest(run_dir)
-        p = manifest.get("params") or {}
-        if manifest.get("state") != "succeeded" or "device_device_type" not in p:
-            continue
-        config = (p.get("model"), int(p.get("image_size", 0)), int(p.get("batch_size", 0)))
-        seconds = step_seconds(run_dir) if config in by_config else float("nan")
-        if not seconds > 0:
-            continue
-        device = DeviceStandIn(
-            p["device_device_type"], p.get("device_cpu"), int(p.get("device_threads", 1))
-        )
-        for w in by_config[config]:
+    for m in measured(experiment, results_root).itertuples(index=False):
+        cpu = None if pd.isna(m.device_cpu) else float(m.device_cpu)
+        device = DeviceStandIn(m.device_type, cpu, int(m.device_threads))
+        for w in by_config.get((m.model, m.image_size, m.batch_size), []):
             rows.append(
                 {
                     "workload": w.workload,
                     "device_type": device.device_type,
-                    "ests_per_device": int(p["ests_per_device"]),
-                    "step_seconds": seconds,
+                    "ests_per_device": m.micro_batches,
+                    "step_seconds": m.step_seconds,
                     "batch_size": w.batch_size,
                     "measured_as": f"{w.label} on {device.label}",
-                    "run_dir": str(Path(run_dir)),
+                    "run_dir": m.run_dir,
                 }
             )
     if not rows:
-        raise NothingMeasured(f"no succeeded stand-in run under results/runs/{experiment}")
+        raise NothingMeasured(f"no stand-in of these workloads under results/runs/{experiment}")
     df = pd.DataFrame(rows)
     # The newest run of a (workload, device type, k) is the measurement.
     df = df.drop_duplicates(["workload", "device_type", "ests_per_device"], keep="last")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pandas as pd
 import pytest
 
@@ -18,35 +20,52 @@ from lab.experiments.easyscale.standin_table import (
 from lab.experiments.easyscale.steptimes import COLUMNS, StepTimes
 
 
-def test_points_share_runs_between_workloads_with_one_stand_in() -> None:
-    ws = [WorkloadStandIn("bert", image_size=32), WorkloadStandIn("electra", image_size=32)]
-    pts = points(ws, [DeviceStandIn("v100", cpu=1.0), DeviceStandIn("t4", cpu=0.35)], [1, 2])
-    assert len(pts) == 4  # one stand-in config × 2 devices × 2 ks
-    assert {p["device_cpu"] for p in pts} == {1.0, 0.35}
+def test_points_measure_quota_devices_side_by_side_in_one_run() -> None:
+    ws = [
+        WorkloadStandIn("bert", image_size=32),
+        WorkloadStandIn("electra", image_size=32),
+        WorkloadStandIn("vgg19", image_size=48),
+    ]
+    devices = [
+        DeviceStandIn("v100", cpu=1.0),
+        DeviceStandIn("t4", cpu=0.35),
+        DeviceStandIn("cpu", cpu=None, threads=2),
+    ]
+    pts = points(ws, devices, [2, 1])
+    # one run for the two quota devices side by side, one for the device without a quota
+    assert [p["device_types"] for p in pts] == [["v100", "t4"], ["cpu"]]
+    assert pts[0]["device_cpus"] == [1.0, 0.35] and pts[1]["device_threads"] == [2]
+    # workloads sharing a stand-in share its configuration; every size × k in each run
+    assert all(p["image_sizes"] == [32, 48] and p["ests"] == [1, 2] for p in pts)
 
 
 def test_nothing_measured_is_an_error(tmp_path) -> None:
     with pytest.raises(NothingMeasured):
         standin_table(results_root=tmp_path)
+    with pytest.raises(NothingMeasured):
+        startup_seconds(results_root=tmp_path)
     with pytest.raises(ParameterError):
         measure(ests=(0,), results_root=tmp_path)
+    with pytest.raises(ParameterError):
+        measure(devices=[DeviceStandIn("v100"), DeviceStandIn("v100")], results_root=tmp_path)
 
 
 @pytest.mark.slow
 def test_table_from_real_runs(tmp_path) -> None:
-    """Two tiny local runs (1 and 2 micro-batches) become rows the simulator can use."""
-    ws = [WorkloadStandIn("bert", "tiny_cnn", 32, 8), WorkloadStandIn("ncf", "tiny_cnn", 32, 8)]
+    """One tiny local run measures two sizes × two ks; its records become rows the
+    simulator can use."""
+    ws = [WorkloadStandIn("bert", "tiny_cnn", 32, 8), WorkloadStandIn("ncf", "tiny_cnn", 40, 8)]
     devices = [DeviceStandIn("v100", cpu=None, threads=1)]
-    summary = measure(ws, devices, ests=(1, 2), steps=3, results_root=tmp_path)
-    assert (summary["state"] == "succeeded").all()
+    summary = measure(ws, devices, ests=(1, 2), seconds=0.2, results_root=tmp_path)
+    assert (summary["state"] == "succeeded").all() and len(summary) == 1
     table = standin_table(ws, results_root=tmp_path)
     assert list(table.columns[:4]) == list(COLUMNS)
-    assert len(table) == 4 and table["run_dir"].nunique() == 2
+    assert len(table) == 4 and table["run_dir"].nunique() == 1
     assert (table["step_seconds"] > 0).all()
-    assert table["measured_as"].str.contains("tiny_cnn 32×32").all()
+    assert set(table["measured_as"].str.split(",").str[0]) == {"tiny_cnn 32×32", "tiny_cnn 40×40"}
     assert startup_seconds(results_root=tmp_path) > 0
-    # measuring again finds the runs and starts nothing
-    again = measure(ws, devices, ests=(1, 2), steps=3, results_root=tmp_path)
+    # measuring again finds the run and starts nothing
+    again = measure(ws, devices, ests=(1, 2), seconds=0.2, results_root=tmp_path)
     assert (again["sweep_status"] == "skipped").all()
     trace = pd.DataFrame(
         [
@@ -65,3 +84,20 @@ def test_table_from_real_runs(tmp_path) -> None:
     r = simulate(trace, StepTimes(table), {"v100": 2}, "yarn-cs")
     ncf = table[table["workload"] == "ncf"].set_index("ests_per_device")["step_seconds"]
     assert r.jobs["finish"].iloc[0] == pytest.approx(100 * ncf[1])
+
+
+@pytest.mark.slow
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="emulated hosts need root")
+def test_quota_devices_measured_side_by_side(tmp_path) -> None:
+    """Two emulated hosts with different CPU quotas in one run, a rank each: the rank on
+    the smaller quota measures the longer step."""
+    ws = [WorkloadStandIn("resnet50", "tiny_cnn", 64, 16)]
+    devices = [DeviceStandIn("v100", cpu=0.8), DeviceStandIn("t4", cpu=0.25)]
+    summary = measure(ws, devices, ests=(1, 2), seconds=0.6, results_root=tmp_path)
+    assert (summary["state"] == "succeeded").all() and int(summary["ranks"].iloc[0]) == 2
+    table = standin_table(ws, results_root=tmp_path)
+    assert len(table) == 4 and table["run_dir"].nunique() == 1
+    step = table.set_index(["device_type", "ests_per_device"])["step_seconds"]
+    assert step[("t4", 2)] > 1.5 * step[("v100", 2)]
+    assert table["measured_as"].str.contains("0.25 core quota").sum() == 2

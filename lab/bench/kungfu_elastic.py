@@ -1,0 +1,185 @@
+"""KungFu's own elastic training: ``python -m lab.bench.kungfu_elastic --schedule 5:2,10:1``
+under ``kungfu-run -w`` (the ``kungfu`` launcher with ``elastic=True``).
+
+KungFu OSDI'20 Fig 7 measures how long a running synchronous job takes to grow and to
+shrink. This is that experiment on KungFu itself, in the shape of KungFu's elastic example
+(examples/mnist_elastic_eager): synchronous SGD (``SynchronousSGDOptimizer``) on the
+synthetic workload's model; at the global steps the schedule names, every peer calls
+``kungfu.tensorflow.ops.resize(n)``: rank 0 proposes the new size to the config server,
+all peers agree on it, kungfu-run starts the added peers and the removed ones see
+``detached()`` and exit. After any change the model and the global step are broadcast
+from rank 0 (a new peer first receives them, then trains).
+
+Records are those of lab.bench.elastic, so ``resize_latencies`` and ``throughput_by_size``
+read both engines' runs: a ``step`` record per step with ``size`` and the global ``step``;
+rank 0 emits an ``event`` {"name": "discovery", "slots": n} when it asks for size n, and
+every peer of the new cluster an ``event`` {"name": "resize", "old_size", "new_size"}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from lab.bench.models import check_image_size, get_spec
+from lab.errors import ParameterError, require_at_least
+from lab.metrics.records import emit
+
+BACKEND = "kungfu-elastic"
+IMPLEMENTATION = "KungFu elastic (resize through its config server)"
+
+
+def parse_schedule(text: str) -> dict[int, int]:
+    """``"5:2,10:1"`` -> {5: 2, 10: 1}: after global step 5 the size becomes 2, after 10, 1."""
+    out: dict[int, int] = {}
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        step, _, size = item.partition(":")
+        if not (step.isdigit() and size.isdigit() and int(size) >= 1):
+            raise ParameterError("schedule", text, "STEP:SIZE[,STEP:SIZE...], e.g. '5:2,10:1'")
+        out[int(step)] = int(size)
+    return out
+
+
+def run(cfg: Any, schedule: dict[int, int]) -> int:
+    """Train until ``cfg.warmup_steps + cfg.steps`` global steps; resize as scheduled."""
+    from lab.bench.backends import common
+    from lab.bench.backends.kungfu import import_kungfu
+    from lab.bench.models import build_model, count_params
+
+    tf = common.setup_tensorflow(cfg.threads)
+    import_kungfu()
+    from kungfu.python import current_cluster_size, current_rank, detached
+    from kungfu.tensorflow.initializer import broadcast_variables
+    from kungfu.tensorflow.ops import resize
+    from kungfu.tensorflow.optimizers import SynchronousSGDOptimizer
+
+    common.seed_everything(cfg)
+    model = build_model(cfg.model, cfg.image_size, cfg.num_classes)
+    opt = SynchronousSGDOptimizer(common.make_optimizer(cfg))
+    images, labels = common.make_data(tf, cfg, current_rank())
+    step_var = tf.Variable(0, dtype=tf.int64)
+
+    @tf.function
+    def train_step() -> Any:
+        with tf.GradientTape() as tape:
+            loss = common.mean_loss(tf, labels, model(images, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss
+
+    @tf.function
+    def sync() -> None:
+        broadcast_variables(model.variables)
+        broadcast_variables([step_var])
+
+    @tf.function
+    def resize_to(n: Any) -> Any:
+        return resize(n)
+
+    rank, size = current_rank(), current_cluster_size()
+    extra = {**common.versions(tf), "implementation": IMPLEMENTATION}
+    rep = common.Reporter(cfg, rank, size, common.device_name(tf), extra=extra)
+    rep.header(count_params(model), size=size, schedule=schedule)
+    total = cfg.warmup_steps + cfg.steps
+    need_sync = True
+    rates: dict[int, list[float]] = {}
+    while True:
+        if need_sync:  # a new peer gets the model and the step; old peers send them
+            sync()
+            need_sync = False
+        step = int(step_var.numpy())
+        if step >= total:
+            break
+        start = time.perf_counter()
+        loss = float(train_step())
+        seconds = time.perf_counter() - start
+        step_var.assign_add(1)
+        rep.step(step, seconds, loss, size=size)
+        if step >= cfg.warmup_steps:
+            rates.setdefault(size, []).append(cfg.batch_size / seconds)
+        want = schedule.get(step + 1)
+        if want is None or want == size:
+            continue
+        if rank == 0:
+            emit("event", name="discovery", rank=0, slots=want, step=step + 1)
+        changed = bool(resize_to(tf.constant(want, tf.uint32)))
+        if detached():
+            emit("event", name="detached", rank=rank, step=step + 1)
+            break
+        if changed:
+            old, size, rank = size, current_cluster_size(), current_rank()
+            rep.rank, rep.world_size, rep.root = rank, size, rank == 0
+            emit("event", name="resize", rank=rank, old_size=old, new_size=size, step=step + 1)
+            need_sync = True
+    per_size = {str(n): round(sum(v) / len(v), 3) for n, v in sorted(rates.items())}
+    rep.summary(img_per_sec_by_size=per_size, final_size=size)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m lab.bench.kungfu_elastic",
+        description="Synthetic training on KungFu that resizes itself on a schedule; run it "
+        "under kungfu-run -w with a config server (the kungfu launcher, elastic=True).",
+    )
+    p.add_argument("--model", default="tiny_cnn")
+    p.add_argument("--batch-size", type=int, default=32, help="per-peer batch size")
+    p.add_argument("--image-size", type=int, default=None)
+    p.add_argument("--num-classes", type=int, default=10)
+    p.add_argument("--warmup-steps", type=int, default=2)
+    p.add_argument("--steps", type=int, default=20, help="global steps (across resizes)")
+    p.add_argument("--schedule", default="", help="STEP:SIZE,...: resize after global STEP")
+    p.add_argument("--optimizer", choices=("sgd", "momentum", "adam"), default="sgd")
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--threads", type=int, default=0, help="TensorFlow threads (0: TF's default)")
+    return p
+
+
+def parse_args(argv: Sequence[str] | None = None) -> tuple[Any, dict[int, int]]:
+    """(the synthetic workload's Config, the resize schedule), checked."""
+    from lab.bench.synthetic import Config
+
+    parser = _parser()
+    ns = parser.parse_args(argv)
+    try:
+        spec = get_spec(ns.model)
+        image_size = spec.default_size if ns.image_size is None else ns.image_size
+        check_image_size(spec, image_size)
+        require_at_least(
+            ("batch-size", ns.batch_size, 1),
+            ("steps", ns.steps, 1),
+            ("warmup-steps", ns.warmup_steps, 0),
+            ("num-classes", ns.num_classes, 2),
+            ("threads", ns.threads, 0),
+        )
+        if not ns.lr > 0:
+            raise ParameterError("lr", ns.lr, "a number > 0")
+        schedule = parse_schedule(ns.schedule)
+    except ParameterError as exc:
+        parser.error(str(exc))
+    cfg = Config(
+        model=spec.name,
+        batch_size=ns.batch_size,
+        image_size=image_size,
+        num_classes=ns.num_classes,
+        warmup_steps=ns.warmup_steps,
+        steps=ns.steps,
+        optimizer=ns.optimizer,
+        lr=ns.lr,
+        seed=ns.seed,
+        backend=BACKEND,
+        threads=ns.threads,
+    )
+    return cfg, schedule
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run(*parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,239 @@
+"""Step times of one PyTorch model over several configurations, in one process:
+``python -m lab.bench.torch_step_sweep``.
+
+A step-time table (image size × micro-batches k) measured as one run per configuration
+pays the process start, the imports and the cluster set-up once per cell; here a rank
+pays them once and measures every configuration in turn. k micro-batches are k
+mini-batches one after another before one optimizer step, as k logical workers
+time-sharing a device.
+
+The configurations are visited in ``--rounds`` rounds, each visit running timed steps for
+its share of ``--seconds`` (and of ``--min-steps``), after ``--warmup-steps`` on the
+first visit only. Visiting in rounds rather than one configuration after another spreads
+each configuration over the whole run, so a burst of other work on a shared machine
+slows a part of several configurations' windows instead of all of one configuration's.
+Each configuration ends with one ``metric`` record (``name="step_seconds"``): the median
+of its windows' mean step times (see ``windowed_median``), beside the step records it
+came from.
+
+Every rank measures on its own (no process group): a run with N ranks on N emulated hosts
+of different CPU quotas measures N device stand-ins side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+from lab.errors import ParameterError, require_at_least
+from lab.metrics.records import emit
+
+WINDOW_S = 0.3
+
+
+def windows(seconds: Sequence[float], window_s: float = WINDOW_S) -> list[float]:
+    """Mean step time of each window of consecutive steps lasting at least ``window_s``; a
+    remainder shorter than a window joins the window before it (or is the only one)."""
+    means: list[float] = []
+    sizes: list[int] = []
+    total, n = 0.0, 0
+    for s in seconds:
+        total, n = total + float(s), n + 1
+        if total >= window_s:
+            means.append(total / n)
+            sizes.append(n)
+            total, n = 0.0, 0
+    if n and means:
+        last = means[-1] * sizes[-1] + total
+        means[-1] = last / (sizes[-1] + n)
+    elif n:
+        means.append(total / n)
+    return means
+
+
+def windowed_median(segments: Sequence[Sequence[float]], window_s: float = WINDOW_S) -> float:
+    """The median over windows (``windows`` of each segment of consecutive steps) of the
+    windows' mean step time. A window's mean, not one step's time, because a CPU quota
+    throttles within 100 ms periods; the median of windows, because other work on a shared
+    machine comes in bursts."""
+    import statistics
+
+    means = [m for seg in segments for m in windows(seg, window_s)]
+    return float(statistics.median(means)) if means else float("nan")
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in str(text).split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: comma-separated integers") from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"{text!r}: at least one integer")
+    return values
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m lab.bench.torch_step_sweep", description=__doc__.split("\n\n")[0]
+    )
+    p.add_argument("--model", default="tiny_cnn", help="tiny_cnn or a torchvision model name")
+    p.add_argument("--batch-size", type=int, default=32, help="mini-batch size")
+    p.add_argument("--image-sizes", type=_ints, default=[32], help="e.g. 128,176,224")
+    p.add_argument("--micro-batches", type=_ints, default=[1], help="k values, e.g. 1,2,4")
+    p.add_argument("--seconds", type=float, default=2.0, help="timed seconds per config")
+    p.add_argument("--min-steps", type=int, default=3, help="timed steps per config, at least")
+    p.add_argument("--rounds", type=int, default=3, help="visits to each config")
+    p.add_argument("--warmup-steps", type=int, default=1, help="untimed steps per config")
+    p.add_argument("--window", type=float, default=WINDOW_S, help="seconds per median window")
+    p.add_argument(
+        "--threads", type=_ints, default=[1], help="intra-op threads: one for all, or one per rank"
+    )
+    p.add_argument("--num-classes", type=int, default=10)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--seed", type=int, default=1)
+    return p
+
+
+def _check(ns: argparse.Namespace) -> argparse.Namespace:
+    require_at_least(
+        ("batch-size", ns.batch_size, 1),
+        ("min-steps", ns.min_steps, 1),
+        ("rounds", ns.rounds, 1),
+        ("warmup-steps", ns.warmup_steps, 0),
+        ("num-classes", ns.num_classes, 2),
+        *((f"image-sizes[{i}]", v, 8) for i, v in enumerate(ns.image_sizes)),
+        *((f"micro-batches[{i}]", v, 1) for i, v in enumerate(ns.micro_batches)),
+        *((f"threads[{i}]", v, 1) for i, v in enumerate(ns.threads)),
+    )
+    for name in ("seconds", "window", "lr"):
+        if not getattr(ns, name) > 0:
+            raise ParameterError(name, getattr(ns, name), "a number > 0")
+    return ns
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The checked flags (the lab calls this before launch, too)."""
+    from lab.bench.flags import parse_checked
+
+    return parse_checked(_parser(), _check, argv)
+
+
+class _Config:
+    """One configuration's model, optimizer, batch and timed steps per visit."""
+
+    def __init__(self, ns: argparse.Namespace, rank: int, size: int, k: int) -> None:
+        import torch
+
+        from lab.bench.torch_synthetic import build_model
+
+        torch.manual_seed(ns.seed)
+        self.model = build_model(ns.model, ns.num_classes)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=ns.lr)
+        gen = torch.Generator().manual_seed(ns.seed * 1000 + rank)
+        self.images = torch.rand(ns.batch_size, 3, size, size, generator=gen)
+        self.labels = torch.randint(0, ns.num_classes, (ns.batch_size,), generator=gen)
+        self.k = k
+        self.fields = {"image_size": size, "micro_batches": k, "batch_size": ns.batch_size}
+        self.visits: list[list[float]] = []
+
+    def step(self) -> tuple[float, float]:
+        """One training step of k micro-batches; returns (seconds, loss)."""
+        import torch
+
+        start = time.perf_counter()
+        self.opt.zero_grad(set_to_none=True)
+        for _ in range(self.k):
+            loss = torch.nn.functional.cross_entropy(self.model(self.images), self.labels)
+            loss.backward()
+        self.opt.step()
+        value = float(loss.detach())  # waits for the step
+        return time.perf_counter() - start, value
+
+
+def _visit(ns: argparse.Namespace, rank: int, config: _Config, step: int) -> int:
+    """One visit: warm-up steps on the first, then timed steps for this visit's share of
+    the seconds and steps; returns the next step number."""
+    warmup = ns.warmup_steps if not config.visits else 0
+    seconds, steps = ns.seconds / ns.rounds, -(-ns.min_steps // ns.rounds)
+    timed: list[float] = []
+    config.visits.append(timed)
+    for i in itertools.count():
+        if i >= warmup and len(timed) >= steps and sum(timed) >= seconds:
+            return step
+        took, loss = config.step()
+        emit(
+            "step",
+            rank=rank,
+            step=step,
+            samples=ns.batch_size * config.k,
+            seconds=took,
+            warmup=i < warmup,
+            loss=round(loss, 6),
+            visit=len(config.visits),
+            **config.fields,
+        )
+        if i >= warmup:
+            timed.append(took)
+        step += 1
+    raise AssertionError("unreachable")
+
+
+def _report(ns: argparse.Namespace, rank: int, config: _Config, step: int) -> None:
+    emit(
+        "metric",
+        rank=rank,
+        name="step_seconds",
+        value=windowed_median(config.visits, ns.window),
+        step=step - 1,
+        model=ns.model,
+        timed_steps=sum(len(v) for v in config.visits),
+        timed_seconds=round(sum(sum(v) for v in config.visits), 6),
+        visits=len(config.visits),
+        window_s=ns.window,
+        **config.fields,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ns = parse_args(argv)
+    rank = int(os.environ.get("RANK", 0))
+    world = int(os.environ.get("WORLD_SIZE", 1))
+    if len(ns.threads) not in (1, world):
+        print(f"--threads: one value or {world} (one per rank), not {ns.threads}", file=sys.stderr)
+        return 2
+    threads = ns.threads[rank] if len(ns.threads) > 1 else ns.threads[0]
+    import torch
+
+    torch.set_num_threads(threads)
+    emit(
+        "header",
+        rank=rank,
+        world_size=world,
+        model=ns.model,
+        batch_size=ns.batch_size,
+        image_sizes=ns.image_sizes,
+        micro_batches=ns.micro_batches,
+        threads=threads,
+        cpus=sorted(os.sched_getaffinity(0)),
+        engine="torch",
+        torch=torch.__version__,
+        device_name="cpu",
+        pid=os.getpid(),
+    )
+    configs = [_Config(ns, rank, size, k) for size in ns.image_sizes for k in ns.micro_batches]
+    step = 0
+    for _ in range(ns.rounds):
+        for config in configs:
+            step = _visit(ns, rank, config, step)
+    for config in configs:
+        _report(ns, rank, config, step)
+    emit("event", rank=rank, name="sweep_done", configs=len(ns.image_sizes) * len(ns.micro_batches))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

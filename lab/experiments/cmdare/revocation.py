@@ -1,0 +1,167 @@
+"""Revocations during real asynchronous TF parameter-server training on emulated hosts.
+
+One emulated cluster per point: workers on h1 and h2, the parameter server on h3, the chief
+(which writes the checkpoints) on h4, and a spare h5 for warm replacements. Three kinds of
+point, each one run of ``lab.bench.synthetic --backend ps``:
+
+- ``worker``: h2 is revoked at a global step and replaced cold or warm
+  (lab.cluster.faults); the run's step end times give the throughput timeline;
+- ``chief``: the chief checkpoints every ``checkpoint_every`` global steps and is revoked
+  ``since`` steps after one; its cold replacement restores the checkpoint, so the job
+  redoes the steps since it;
+- ``checkpoint``: one worker, a checkpoint at every step, per model: checkpoint duration
+  vs size, the data of CM-DARE's checkpoint model.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from lab.errors import NothingMeasured, ParameterError
+
+SCALES: dict[str, dict[str, Any]] = {
+    "smoke": {"model": "tiny_cnn", "batch_size": 32, "steps": 750, "worker_steps": 900,
+              "cpu": 0.4, "checkpoint_every": 600, "revoke_at": 600, "delay": 1.0,
+              "timeout": 240, "checkpoint_steps": 4},
+    "paper": {"model": "cifar_resnet32", "batch_size": 128, "steps": 4000, "worker_steps": 4000,
+              "cpu": 1.0, "checkpoint_every": 2000, "revoke_at": 2000, "delay": 30.0,
+              "timeout": 3600, "checkpoint_steps": 10},
+}  # fmt: skip
+KINDS = ("worker", "chief", "checkpoint")
+MODES = ("cold", "warm")
+EXPERIMENT = "cmdare/revocation"
+KEY = ["kind", "mode", "since", "model", "scale"]
+
+
+def _cluster(hosts: int, cpu: float, link: str) -> Any:
+    from lab.cluster.inventory import cluster_from_dict
+
+    spec = {"hosts": hosts, "slots": 1, "cpu": cpu, "link": {"bandwidth": link}}
+    return cluster_from_dict({"name": f"cmdare-revocation-{hosts}", "emulated": spec}, "x")
+
+
+def check_cluster(cluster: Any) -> None:
+    """Every point builds its own emulated hosts (their shares and links are part of the
+    experiment); other clusters are refused before anything starts."""
+    if cluster != "emulated":
+        raise ParameterError("cluster", cluster, "'emulated' (each point builds its own hosts)")
+
+
+def points(
+    modes: Iterable[str], since: Iterable[int], models: Iterable[str], scale: str = "smoke"
+) -> list[dict[str, Any]]:
+    """The sweep's points, checked: one worker revocation per mode, one chief revocation
+    per ``since`` (steps after a checkpoint), one checkpoint run per model."""
+    from lab.bench.models import get_spec
+
+    if scale not in SCALES:
+        raise ParameterError("scale", scale, ", ".join(SCALES))
+    every = SCALES[scale]["checkpoint_every"]
+    out: list[dict[str, Any]] = []
+    for mode in modes:
+        if mode not in MODES:
+            raise ParameterError("modes", mode, ", ".join(MODES))
+        out.append({"kind": "worker", "mode": mode, "since": 0, "model": "", "scale": scale})
+    for s in since:
+        if not isinstance(s, int) or not 0 < s < every:
+            raise ParameterError("since", s, f"steps after a checkpoint, 1..{every - 1}")
+        out.append({"kind": "chief", "mode": "cold", "since": s, "model": "", "scale": scale})
+    for m in models:
+        name = get_spec(m).name
+        out.append({"kind": "checkpoint", "mode": "", "since": 0, "model": name, "scale": scale})
+    return out
+
+
+def launch_point(point: Mapping[str, Any], view: Any = "auto") -> Any:
+    """Run one point; its RunResult (not raising when the run failed)."""
+    from lab.cluster import launch
+    from lab.cluster.faults import Revocation
+
+    s = SCALES[point["scale"]]
+    kind = point["kind"]
+    if kind not in KINDS:
+        raise ParameterError("kind", kind, ", ".join(KINDS))
+    model = point["model"] or s["model"]
+    batch = 8 if kind == "checkpoint" else s["batch_size"]
+    argv = [sys.executable, "-m", "lab.bench.synthetic", "--backend", "ps", "--model", model,
+            "--batch-size", str(batch), "--warmup-steps", "2", "--image-size", "32"]  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="distlab-ckpt-") as ckpt:
+        if kind == "checkpoint":
+            workers, hosts, link = 1, 3, "100mbit"
+            argv += ["--steps", str(s["checkpoint_steps"]), "--checkpoint-dir", ckpt,
+                     "--checkpoint-every", "1"]  # fmt: skip
+            faults: list[Any] = []
+            options = {"num_ps": 1, "ps_hosts": ["h2"], "chief_host": "h3"}
+        else:
+            workers, hosts, link = 2, 5 if point["mode"] == "warm" else 4, "1gbit"
+            argv += ["--steps", str(s["worker_steps" if kind == "worker" else "steps"])]
+            options = {"num_ps": 1, "ps_hosts": ["h3"], "chief_host": "h4"}
+            if kind == "worker":
+                faults = [Revocation("h2", at_step=s["revoke_at"], replace=point["mode"],
+                                     delay=s["delay"], spare="h5" if point["mode"] == "warm"
+                                     else None)]  # fmt: skip
+            else:
+                every = s["checkpoint_every"]
+                argv += ["--checkpoint-dir", ckpt, "--checkpoint-every", str(every)]
+                at = every + int(point["since"])
+                faults = [Revocation("h4", at_step=at, replace="cold", delay=s["delay"])]
+        return launch(
+            argv,
+            np=workers,
+            launcher="ps",
+            cluster=_cluster(hosts, s["cpu"], link),
+            experiment=EXPERIMENT,
+            options=options,
+            params={**point, "workload_model": model},
+            faults=faults,
+            view=view,
+            timeout=s["timeout"],
+            check=False,
+        )
+
+
+def run_sweep(points: Iterable[Mapping[str, Any]], view: Any = "auto", rerun: bool = False) -> Any:
+    """Every point, resumably; the summary of the succeeded runs, one row per point.
+
+    Raises:
+        NothingMeasured: no point succeeded, or (in a batch run) one failed.
+    """
+    from lab.experiments.batch import in_batch
+    from lab.metrics import Sweep
+
+    sweep = Sweep(EXPERIMENT, list(points), lambda p: launch_point(p, view), key=KEY)
+    summary = sweep.run(rerun=rerun)
+    ok = summary[summary["state"] == "succeeded"]
+    failed = summary[summary["state"] != "succeeded"]
+    if ok.empty or (in_batch() and not failed.empty):
+        raise NothingMeasured(f"{len(failed)} of {len(summary)} revocation points failed")
+    return ok.reset_index(drop=True)
+
+
+def records(run_dir: str) -> Any:
+    """One run's records (lab.metrics.load_run)."""
+    from lab.metrics import load_run
+
+    return load_run(run_dir)
+
+
+def steps_of(run_dir: str) -> Any:
+    """The run's training steps with their end times (and global steps)."""
+    df = records(run_dir)
+    steps = df[(df["kind"] == "step") & df["ended_at"].notna()]
+    return steps[["ended_at", "global_step", "rank"]].astype(float).reset_index(drop=True)
+
+
+def revoked_at(run_dir: str) -> dict[str, float]:
+    """Epoch seconds of each fault event of the run (first of each kind)."""
+    from lab.cluster.faults import read_events
+
+    out: dict[str, float] = {}
+    for e in read_events(run_dir):
+        out.setdefault(e["event"], float(e["time"]))
+    if "revoked" not in out:
+        raise NothingMeasured(f"{run_dir}: no revocation happened")
+    return out

@@ -1,0 +1,345 @@
+"""Tables, figures and verdicts of the revocation notebook, from its runs and the
+artifact's chief-rejoining and checkpoint data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lab.errors import NothingMeasured
+from lab.experiments.cmdare import data
+from lab.experiments.cmdare.published import PAPER, PUBLISHED
+from lab.experiments.cmdare.revocation import SCALES, records, revoked_at, steps_of
+from lab.experiments.verdicts import Status, Verdict
+from lab.metrics import revocation as rev
+from lab.metrics.speed_model import ModelSpec, fit
+
+HARDWARE = "emulated hosts on this machine's CPU (TF parameter servers)"
+# The published runs: 24k steps in about 1359 s (data README), i.e. this many s per step.
+PUBLISHED_STEP_SECONDS = 1359.0 / 24000
+LINEAR_R2 = 0.8  # a line explains the overhead when R^2 reaches this
+
+
+def _kind(summary: Any, kind: str) -> Any:
+    rows = summary[summary["kind"] == kind]
+    if rows.empty:
+        raise NothingMeasured(f"no {kind} revocation run succeeded")
+    return rows
+
+
+# -- a revoked worker -----------------------------------------------------------------------
+
+
+def worker_effects(summary: Any) -> Any:
+    """Per worker-revocation run: the rate before, the dip, the time to recover to 95% of
+    that rate, the steps lost, when the replacement was up and when its first step ended
+    (from the steps' end times: the chief reports steps in schedule order, later)."""
+    import pandas as pd
+
+    rows = []
+    from lab.cluster.faults import read_events
+
+    for _, r in _kind(summary, "worker").iterrows():
+        ev = revoked_at(r["run_dir"])
+        steps = steps_of(r["run_dir"])
+        e = rev.effect(steps, ev["revoked"])
+        ranks = next(x["ranks"] for x in read_events(r["run_dir"]) if x["event"] == "revoked")
+        back = steps[steps["rank"].isin(ranks) & (steps["ended_at"] > ev.get("replaced", 0))]
+        rows.append(
+            {
+                "mode": r["mode"],
+                "rate_before": e.rate_before,
+                "lowest": e.lowest,
+                "dip": e.dip,
+                "recovery_s": e.recovery,
+                "steps_lost": e.steps_lost,
+                "replaced_s": ev.get("replaced", float("nan")) - ev["revoked"],
+                "rejoined_s": float(back["ended_at"].min()) - ev["revoked"]
+                if not back.empty
+                else float("nan"),
+                "run_dir": r["run_dir"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def worker_figure(summary: Any, effects: Any) -> Any:
+    """The throughput timeline around the revocation, one line per replacement mode."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for _, e in effects.iterrows():
+        line = rev.timeline(steps_of(e["run_dir"]), revoked_at(e["run_dir"])["revoked"])
+        fig.add_scatter(x=line["t"], y=line["rate"], mode="lines", name=f"{e['mode']} (lab)")
+        fig.add_hline(y=0.95 * e["rate_before"], line_dash="dot", line_width=1,
+                      annotation_text=f"95% before ({e['mode']})")  # fmt: skip
+    fig.add_vline(x=0, line_dash="dash", annotation_text="worker revoked")
+    fig.update_layout(
+        title="A worker revoked during asynchronous PS training (2 workers, 1 PS; lab, "
+        f"{HARDWARE})",
+        xaxis_title="seconds since the revocation",
+        yaxis_title="global steps/s (last 2 s)",
+        height=420,
+    )
+    return fig
+
+
+def worker_verdict(effects: Any, scale: str = "smoke") -> Verdict:
+    """Training goes on through a worker's revocation and recovers once its replacement
+    joins: every run's rate comes back to 95% of what it was, with the replacement taking
+    part. A run that ended before its replacement joined cannot tell (not resolved)."""
+    if effects is None or effects.empty:
+        raise NothingMeasured("no worker revocation was measured")
+    joined = effects["rejoined_s"].notna()
+    recovered = effects["recovery_s"].notna()
+    kept_going = (effects["lowest"] > 0).all()
+    if not joined.all():
+        status = Status.NOT_RESOLVED
+    else:
+        status = Status.REPRODUCED if recovered.all() and kept_going else Status.NOT_REPRODUCED
+    parts = []
+    for _, e in effects.iterrows():
+        back = f"back to 95% after {e['recovery_s']:.1f} s" if e["recovery_s"] == e[
+            "recovery_s"] and e["recovery_s"] is not None else "never back to 95%"  # fmt: skip
+        came = (f"its first step at {e['rejoined_s']:.1f} s" if e["rejoined_s"] == e["rejoined_s"]
+                else "the run ended before it took part")  # fmt: skip
+        parts.append(
+            f"{e['mode']}: {e['rate_before']:.1f} steps/s before, dip {e['dip']:.0%}, {back}, "
+            f"{e['steps_lost']:.0f} steps lost; replacement up at {e['replaced_s']:.1f} s, {came}"
+        )
+    first = effects.iloc[0]
+    return Verdict(
+        paper=PAPER,
+        figure="worker revocation",
+        claim="asynchronous PS training survives a worker's revocation and recovers its speed",
+        status=status,
+        lab_value=float(first["recovery_s"]) if recovered.iloc[0] else None,
+        unit=f"s to 95% of the rate before ({first['mode']} replacement)",
+        scale=scale,
+        hardware=HARDWARE,
+        why="; ".join(parts) + ".",
+        runs=tuple(effects["run_dir"]),
+    )
+
+
+# -- a revoked chief, restarted from its checkpoint -----------------------------------------
+
+
+def chief_overheads(summary: Any) -> Any:
+    """Per chief-revocation run: steps since the checkpoint, the time until the job is back
+    at the step it had reached (restart + redone steps), and that time in steps."""
+    import pandas as pd
+
+    rows = []
+    for _, r in _kind(summary, "chief").iterrows():
+        steps = steps_of(r["run_dir"])
+        at = revoked_at(r["run_dir"])["revoked"]
+        seconds, reached = rev.restart_overhead(steps, at)
+        rate = rev.effect(steps, at).rate_before
+        every = SCALES[r["scale"]]["checkpoint_every"]
+        rows.append(
+            {
+                "since": reached % every,  # measured: the revocation lands a few steps late
+                "planned_since": int(r["since"]),
+                "overhead_s": seconds,
+                "reached_step": reached,
+                "rate_before": rate,
+                "overhead_steps": seconds * rate,
+                "run_dir": r["run_dir"],
+            }
+        )
+    return pd.DataFrame(rows).sort_values("since").reset_index(drop=True)
+
+
+def published_chief() -> tuple[Any, Any]:
+    """(published line, artifact runs): overhead in s vs steps since the checkpoint; the
+    runs' overhead is their time minus the mean of the two runs without revocation."""
+    import pandas as pd
+
+    line = pd.DataFrame(
+        [
+            {"since": int(p.setting.split()[0]), "overhead_s": p.value}
+            for p in PUBLISHED
+            if p.figure == "chief revocation"
+        ]
+    )
+    runs = data.chief_rejoining()
+    base = runs[runs["rejoin"].isna()]["seconds"].mean()
+    exp = runs[runs["rejoin"].notna()].copy()
+    exp["overhead_s"] = exp["seconds"] - base
+    return line, exp
+
+
+def chief_figure(lab: Any) -> Any:
+    """Overhead vs steps since the checkpoint: the lab's runs (left), CM-DARE's (right)."""
+    import numpy as np
+    from plotly.subplots import make_subplots
+
+    line, runs = published_chief()
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(
+        f"lab: TF PS, chief restarted cold from its checkpoint ({HARDWARE})",
+        "CM-DARE: ResNet-32 on K80s, chief rejoining (published)"))  # fmt: skip
+    fig.add_scatter(x=lab["since"], y=lab["overhead_s"], mode="markers", name="lab runs",
+                    row=1, col=1)  # fmt: skip
+    if lab["since"].nunique() >= 2:
+        a, b, r2 = rev.linear_fit(lab["since"], lab["overhead_s"])
+        xs = np.array([lab["since"].min(), lab["since"].max()])
+        fig.add_scatter(x=xs, y=a + b * xs, mode="lines", name=f"lab fit (R² {r2:.2f})",
+                        row=1, col=1)  # fmt: skip
+    fig.add_scatter(x=line["since"], y=line["overhead_s"], mode="lines+markers",
+                    name="published line", row=1, col=2)  # fmt: skip
+    fig.add_scatter(x=runs["since_checkpoint"], y=runs["overhead_s"], mode="markers",
+                    name="artifact runs (vs mean of base runs)", row=1, col=2)  # fmt: skip
+    for col in (1, 2):
+        fig.update_xaxes(title_text="steps since the last checkpoint", row=1, col=col)
+        fig.update_yaxes(title_text="overhead (s)", row=1, col=col)
+    fig.update_layout(title="Revoking the chief: overhead grows with the steps since the "
+                      "last checkpoint", height=440)  # fmt: skip
+    return fig
+
+
+def chief_verdict(lab: Any, scale: str = "smoke") -> Verdict:
+    """Does the overhead grow linearly with the steps since the checkpoint? The slopes are
+    compared in steps of training time lost per step since the checkpoint."""
+    if lab is None or lab["since"].nunique() < 3:
+        raise NothingMeasured("a line needs chief revocations at three or more step counts")
+    _, slope, r2 = rev.linear_fit(lab["since"], lab["overhead_s"])
+    lab_slope = slope * float(lab["rate_before"].median())
+    line, _ = published_chief()
+    _, pub, pub_r2 = rev.linear_fit(line["since"], line["overhead_s"])
+    pub_slope = pub / PUBLISHED_STEP_SECONDS
+    grows = slope > 0 and r2 >= LINEAR_R2
+    return Verdict(
+        paper=PAPER,
+        figure="chief revocation",
+        claim="restarting from a checkpoint costs time that grows linearly with the steps since it",
+        status=Status.REPRODUCED if grows else Status.NOT_REPRODUCED,
+        lab_value=lab_slope,
+        published_value=pub_slope,
+        published_source=f"{_chief_source()} (slope of the published line, at "
+        f"{PUBLISHED_STEP_SECONDS:.4f} s per step)",
+        unit="steps of training time lost per step since the checkpoint",
+        scale=scale,
+        hardware=HARDWARE,
+        why=(
+            f"Lab: {slope:.3f} s per step since the checkpoint (R² {r2:.2f}) at "
+            f"{lab['rate_before'].median():.1f} steps/s, overheads "
+            + ", ".join(f"{s} → {o:.1f} s" for s, o in lab[["since", "overhead_s"]].values)
+            + f"; published {pub:.3f} s per step (R² {pub_r2:.2f})."
+        ),
+        runs=tuple(lab["run_dir"]),
+    )
+
+
+def _chief_source() -> str:
+    return next(p.source for p in PUBLISHED if p.figure == "chief revocation")
+
+
+# -- checkpoint duration vs size ------------------------------------------------------------
+
+
+def lab_checkpoints(summary: Any) -> Any:
+    """Every checkpoint the lab's runs wrote: model, MB, seconds (the first of each run is
+    left out: it includes TF's one-off setup of the save function)."""
+    import pandas as pd
+
+    frames = []
+    for _, r in _kind(summary, "checkpoint").iterrows():
+        df = records(r["run_dir"])
+        ck = df[(df["kind"] == "event") & (df.get("event") == "checkpoint")]
+        ck = ck.sort_values("step").iloc[1:]
+        frames.append(
+            pd.DataFrame({"model": r["model"],
+                          "size_mb": ck["bytes"].astype(float) / 1e6,
+                          "seconds": ck["seconds"].astype(float), "run_dir": r["run_dir"]})
+        )  # fmt: skip
+    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if out.empty:
+        raise NothingMeasured("no checkpoint was written")
+    return out
+
+
+CKPT_LR = ModelSpec("lr", ("size_mb",), "seconds")
+
+
+def checkpoint_fits(lab: Any) -> Any:
+    """LinearRegression of checkpoint duration on size, for the lab's checkpoints and for
+    CM-DARE's (checkpoint/whole_data.csv): intercept, slope and in-sample MAPE of each."""
+    import pandas as pd
+
+    theirs = data.checkpoint_table().rename(
+        columns={"Checkpoint Size (MB)": "size_mb", "Duration": "seconds"}
+    )
+    rows = []
+    for who, table in (("lab", lab), ("CM-DARE", theirs)):
+        f = fit(CKPT_LR, table)
+        rows.append(
+            {
+                "data": who,
+                "checkpoints": len(table),
+                "size_mb_min": float(table["size_mb"].min()),
+                "size_mb_max": float(table["size_mb"].max()),
+                "intercept_s": float(f.estimator.intercept_),
+                "s_per_mb": float(f.estimator.coef_[0]),
+                "r2": float(f.estimator.score(table[["size_mb"]], table["seconds"])),
+                "mape": f.score(table),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def checkpoint_figure(lab: Any, fits: Any) -> Any:
+    """Duration vs size, the lab's checkpoints and CM-DARE's, each with its fitted line."""
+    import numpy as np
+    import plotly.graph_objects as go
+
+    theirs = data.checkpoint_table()
+    fig = go.Figure()
+    fig.add_scatter(x=lab["size_mb"], y=lab["seconds"], mode="markers", text=lab["model"],
+                    name=f"lab (TF PS chief, {HARDWARE})")  # fmt: skip
+    fig.add_scatter(x=theirs["Checkpoint Size (MB)"], y=theirs["Duration"], mode="markers",
+                    text=theirs["Model"], name="CM-DARE (20 CNNs, Cloud Storage)")  # fmt: skip
+    for _, f in fits.iterrows():
+        xs = np.geomspace(f["size_mb_min"], f["size_mb_max"], 30)
+        name = f"{f['data']} LR: {f['s_per_mb']:.3f} s/MB, MAPE {f['mape']:.1f}%"
+        fig.add_scatter(x=xs, y=f["intercept_s"] + f["s_per_mb"] * xs, mode="lines", name=name)
+    fig.update_layout(title="Checkpoint duration vs size", height=440,
+                      xaxis={"title": "checkpoint size (MB)", "type": "log"},
+                      yaxis={"title": "duration (s)", "type": "log"})  # fmt: skip
+    return fig
+
+
+def checkpoint_verdict(lab: Any, fits: Any, scale: str = "smoke") -> Verdict:
+    """Is checkpoint duration linear in size on the lab's checkpoints, as CM-DARE's model
+    has it? Needs sizes over at least a factor of 10 to tell."""
+    pub = next(
+        p for p in PUBLISHED if p.figure == "checkpoint model" and p.setting == "checkpoint LR"
+    )
+    mine = fits[fits["data"] == "lab"].iloc[0]
+    spread = mine["size_mb_max"] / mine["size_mb_min"]
+    if spread < 10:
+        status = Status.NOT_RESOLVED
+    elif mine["s_per_mb"] > 0 and mine["r2"] >= LINEAR_R2:
+        status = Status.REPRODUCED
+    else:
+        status = Status.NOT_REPRODUCED
+    theirs = fits[fits["data"] == "CM-DARE"].iloc[0]
+    return Verdict(
+        paper=PAPER,
+        figure="checkpoint duration",
+        claim="checkpoint duration is linear in checkpoint size",
+        status=status,
+        lab_value=float(mine["mape"]),
+        published_value=float(pub.value),
+        published_source=pub.source + " (its 80/20 split; the lab's MAPE is in-sample)",
+        unit="% MAPE of a LinearRegression",
+        scale=scale,
+        hardware=HARDWARE,
+        why=(
+            f"Lab: {int(mine['checkpoints'])} checkpoints of {lab['model'].nunique()} models, "
+            f"{mine['size_mb_min']:.3g}-{mine['size_mb_max']:.3g} MB, "
+            f"{mine['intercept_s']:.3f} s + {mine['s_per_mb']:.4f} s/MB (R² {mine['r2']:.2f}); "
+            f"CM-DARE's data in-sample: {theirs['intercept_s']:.2f} s + "
+            f"{theirs['s_per_mb']:.3f} s/MB (R² {theirs['r2']:.2f}, MAPE {theirs['mape']:.1f}%)."
+        ),
+        runs=tuple(dict.fromkeys(lab["run_dir"])),
+    )

@@ -1,0 +1,107 @@
+"""What a verdict rests on: the runs behind a summary and where they ran.
+
+Verdict functions in the paper rooms take these from the sweep's summary, so a verdict
+names the run directories its numbers come from and the machines those runs used (read
+from their manifests, not from the machine the notebook happens to run on now).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import pandas as pd
+
+SUCCEEDED = "succeeded"
+
+
+def succeeded(summary: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a sweep's summary whose run succeeded (all rows without a ``state``)."""
+    if summary is None or len(summary) == 0:
+        return pd.DataFrame() if summary is None else summary
+    if "state" not in summary:
+        return summary
+    return summary[summary["state"] == SUCCEEDED]
+
+
+def run_dirs(summary: pd.DataFrame) -> tuple[str, ...]:
+    """The run directories of the succeeded rows, in order, without repeats."""
+    ok = succeeded(summary)
+    if "run_dir" not in ok:
+        return ()
+    return tuple(dict.fromkeys(str(d) for d in ok["run_dir"].dropna()))
+
+
+def where(dirs: Iterable[Any]) -> str:
+    """Where the runs ran, from their manifests: ``"cluster 'emulated-4' on <machine>"``."""
+    from lab.metrics.layout import read_manifest
+
+    places = []
+    for run_dir in dirs:
+        manifest = read_manifest(run_dir)
+        if not manifest:
+            continue
+        name = (manifest.get("cluster") or {}).get("name") or "local"
+        machine = (manifest.get("launched_on") or {}).get("hardware") or "an unrecorded machine"
+        places.append(f"cluster '{name}' on {machine}")
+    return "; ".join(dict.fromkeys(places))
+
+
+def systems_table(runnable: Iterable[str], skipped: dict[str, str]) -> pd.DataFrame:
+    """Which systems a notebook measures here and why the others are left out."""
+    from lab.experiments.systems import SYSTEMS
+
+    rows = [{"system": SYSTEMS[s].label, "status": "measured"} for s in runnable]
+    rows += [
+        {"system": SYSTEMS[s].label, "status": f"not measured: {why}"} for s, why in skipped.items()
+    ]
+    return pd.DataFrame(rows, columns=["system", "status"])
+
+
+def ratio_status(est: Any) -> Any:
+    """A ratio's status against 1 by its 95% CI: *reproduced* when the whole interval is
+    above 1 (the paper's direction), *not reproduced* when it is all below 1, *not
+    resolved* when it holds 1 or has no CI."""
+    import math
+
+    from lab.experiments.verdicts import Status
+
+    if est.ci is None or math.isnan(est.ci):
+        return Status.NOT_RESOLVED
+    if est.low > 1.0:
+        return Status.REPRODUCED
+    if est.high < 1.0:
+        return Status.NOT_REPRODUCED
+    return Status.NOT_RESOLVED
+
+
+def best_ratio(
+    rows: pd.DataFrame,
+    num: Callable[[str], bool],
+    den: Callable[[str], bool],
+    value: str = "throughput_total",
+) -> tuple[Any, str] | None:
+    """The fastest ``num`` system's ``value`` over the fastest ``den`` system's, at the
+    largest worker count, for the first model that has both (with the ratio's CI from
+    ``<value>_ci``); None when no model has both. Also says what was compared.
+    """
+    from lab.experiments.systems import SYSTEMS
+    from lab.metrics.stats import Estimate, ratio
+
+    ok = succeeded(rows)
+    if ok.empty:
+        return None
+    top = ok[ok["workers"] == ok["workers"].max()]
+    for model, group in top.groupby("model", sort=False):
+        a = group[group["system"].map(num)]
+        b = group[group["system"].map(den)]
+        if a.empty or b.empty:
+            continue
+        x, y = a.loc[a[value].idxmax()], b.loc[b[value].idxmax()]
+        est = ratio(
+            Estimate(float(x[value]), float(x[f"{value}_ci"])),
+            Estimate(float(y[value]), float(y[f"{value}_ci"])),
+        )
+        names = [SYSTEMS[s].label if s in SYSTEMS else s for s in (x["system"], y["system"])]
+        return est, f"{names[0]} vs {names[1]}, {model}, {int(x['workers'])} workers"
+    return None

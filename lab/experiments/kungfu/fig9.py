@@ -1,0 +1,264 @@
+"""KungFu Fig 9: ideal vs actual synchronous throughput as workers grow.
+
+The ideal is measured per model: one worker alone (system ``single``: training with no
+communication) times N. ``ideal_table`` turns a sweep's summary into one row per measured
+point with that model's ideal beside it; the figure, the table and the verdict are all
+built from that one table, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from lab.errors import NothingMeasured
+from lab.experiments.evidence import best_ratio, ratio_status, succeeded, where
+from lab.experiments.kungfu.published import KUNGFU_OSDI20
+from lab.experiments.verdicts import Status, Verdict
+
+EXPERIMENT = "kungfu/fig9_scalability"
+FIGURE = "Fig 9"
+SINGLE = "single"  # the no-communication run that defines the ideal
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "smoke": {
+        "systems": ["horovod-mpi", "mwms", "kungfu-sync"],
+        "models": ["small_cnn"],
+        "workers": [2, 4],
+        "batch_size": 32,
+    },
+    "paper": {
+        "systems": ["horovod-mpi", "mwms", "kungfu-sync"],
+        "models": ["ResNet50", "MobileNetV2"],
+        "workers": [8, 16, 32],
+        "batch_size": 32,
+    },
+}
+COLUMNS = [
+    "system",
+    "label",
+    "model",
+    "workers",
+    "ideal_rate",
+    "ideal",
+    "actual",
+    "actual_ci",
+    "efficiency",
+    "efficiency_ci",
+    "run_dir",
+]
+
+
+def points(p: Mapping[str, Any], systems: Sequence[str]) -> list[dict[str, Any]]:
+    """One ``single`` run per model (the ideal), then every system × model × workers."""
+    from lab.experiments.points import grid
+
+    common = {"model": list(p["models"]), "batch_size": p["batch_size"]}
+    return grid(system=SINGLE, workers=1, **common) + grid(
+        system=list(systems), workers=list(p["workers"]), **common
+    )
+
+
+def _label(system: str) -> str:
+    from lab.experiments.systems import SYSTEMS
+
+    return SYSTEMS[system].label if system in SYSTEMS else system
+
+
+def ideal_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per succeeded point of a system, with its own model's ideal.
+
+    ``ideal_rate`` is the newest succeeded ``single`` run's rate for that row's model;
+    ``ideal = ideal_rate × workers``; ``efficiency = actual / ideal`` with the CI of the
+    ratio. Points whose model has no single-worker run are left out (no ideal to compare).
+    """
+    from lab.metrics.stats import Estimate, ratio
+
+    ok = succeeded(summary)
+    if ok.empty or "system" not in ok:
+        return pd.DataFrame(columns=COLUMNS)
+    single = ok[ok["system"] == SINGLE]
+    rates = {
+        model: Estimate(float(g["throughput_per_rank"].iloc[-1]), _ci(g, "throughput_per_rank"))
+        for model, g in single.groupby("model", sort=False)
+    }
+    rows = []
+    for _, r in ok[ok["system"] != SINGLE].iterrows():
+        base = rates.get(r["model"])
+        if base is None:
+            continue
+        n = int(r["workers"])
+        actual = Estimate(float(r["throughput_total"]), _ci(r, "throughput_total"))
+        eff = ratio(actual, Estimate(base.mean * n, base.ci * n))
+        rows.append(
+            {
+                "system": r["system"],
+                "label": _label(r["system"]),
+                "model": r["model"],
+                "workers": n,
+                "ideal_rate": base.mean,
+                "ideal": base.mean * n,
+                "actual": actual.mean,
+                "actual_ci": actual.ci,
+                "efficiency": eff.mean,
+                "efficiency_ci": eff.ci,
+                "run_dir": r.get("run_dir"),
+            }
+        )
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    return table.sort_values(["model", "system", "workers"], kind="stable").reset_index(drop=True)
+
+
+def _ci(row: Any, col: str) -> float:
+    key = f"{col}_ci"
+    value = row.get(key, math.nan)
+    if isinstance(value, pd.Series):
+        value = value.iloc[-1]
+    return float(value) if value is not None and pd.notna(value) else math.nan
+
+
+def published() -> pd.DataFrame:
+    """The paper's Fig 9 rows (KungFu and Horovod at 32 workers), from the one table."""
+    from lab.experiments.published import published_table
+
+    return published_table(paper=KUNGFU_OSDI20, figure=FIGURE)
+
+
+def figure(table: pd.DataFrame, caption: str | None = None, batch_size: Any = None) -> Any:
+    """Measured throughput per system and model, one dashed ideal line per model, and the
+    paper's points (hollow markers)."""
+    import plotly.graph_objects as go
+
+    from lab.metrics import figures
+
+    df = table.assign(series=table["label"] + " · " + table["model"])
+    title = "Ideal vs actual synchronous throughput"
+    if batch_size is not None:
+        title += f", batch {batch_size} per worker"
+    fig = figures.throughput_vs_workers(
+        df,
+        x="workers",
+        y="actual",
+        error="actual_ci",
+        color="series",
+        ideal=False,
+        published=published(),
+        caption=caption,
+        title=title,
+    )
+    for model, group in table.groupby("model", sort=True):
+        rate = float(group["ideal_rate"].iloc[0])
+        xs = [1, *sorted(set(int(n) for n in group["workers"]))]
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=[rate * n for n in xs],
+                mode="lines",
+                line={"dash": "dash"},
+                name=f"ideal · {model} (1 worker × N, no communication)",
+                meta={"ideal": True, "model": model},
+            )
+        )
+    return fig
+
+
+def ideal_traces(fig: Any) -> dict[str, Any]:
+    """The figure's ideal lines by model (for readers and tests)."""
+    return {
+        t.meta["model"]: t for t in fig.data if isinstance(t.meta, dict) and t.meta.get("ideal")
+    }
+
+
+def at_largest(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows at the largest worker count measured."""
+    if table.empty:
+        return table
+    return table[table["workers"] == table["workers"].max()]
+
+
+def efficiency_words(table: pd.DataFrame) -> str:
+    """``"at 4 workers: Horovod (MPI) · small_cnn 81% ± 4%, ..."`` of the ideal."""
+    top = at_largest(table)
+    if top.empty:
+        return "no system point has an ideal to compare with"
+    parts = [
+        f"{r.label} · {r.model} {_pct(r.efficiency, r.efficiency_ci)}" for r in top.itertuples()
+    ]
+    return f"at {int(top['workers'].iloc[0])} workers, of the ideal: " + ", ".join(parts)
+
+
+def _pct(v: float, ci: float) -> str:
+    return f"{v:.0%}" + (f" ± {ci:.0%}" if pd.notna(ci) else "")
+
+
+def kungfu_vs_horovod(table: pd.DataFrame) -> tuple[Any, str] | None:
+    """KungFu's throughput over Horovod's (the faster of each measured) at the largest
+    worker count, for the first model that has both; None when either is missing."""
+    return best_ratio(table, is_kungfu, is_horovod, value="actual")
+
+
+def is_kungfu(system: str) -> bool:
+    return system.startswith("kungfu")
+
+
+def is_horovod(system: str) -> bool:
+    return system.startswith("horovod")
+
+
+def published_ratio() -> tuple[float, str]:
+    """KungFu's published throughput over Horovod's, and where both numbers come from."""
+    pub = published()
+    kf = pub[pub["system"] == "KungFu"].iloc[0]
+    hvd = pub[pub["system"] == "Horovod"].iloc[0]
+    source = (
+        f"derived from {kf['source']}: KungFu {kf['value']:g} vs Horovod {hvd['value']:g} "
+        f"{kf['unit']} at {int(kf['workers'])} workers"
+    )
+    return float(kf["value"]) / float(hvd["value"]), source
+
+
+def status_of(est: Any) -> Status:
+    """Reproduced when the lab's KungFu/Horovod ratio is above 1 with its whole 95% CI
+    (KungFu faster, as published); not reproduced when the whole CI is below 1; not
+    resolved when the CI holds 1 (or cannot be told)."""
+    return ratio_status(est)
+
+
+def verdict(
+    table: pd.DataFrame, scale: str, runs: Sequence[str] = (), hardware: str | None = None
+) -> Verdict:
+    """Fig 9's verdict: KungFu's throughput over Horovod's at the largest worker count
+    (``status_of`` says when it holds), beside the ratio of the published numbers, with
+    every system's efficiency at that worker count in ``why``.
+
+    Not measured when KungFu or Horovod has no point with an ideal at that count.
+
+    Raises:
+        NothingMeasured: no system point has an ideal to compare with.
+    """
+    if table.empty:
+        raise NothingMeasured(f"KungFu {FIGURE}: no system point has a single-worker ideal")
+    pub, source = published_ratio()
+    words = efficiency_words(table)
+    compared = kungfu_vs_horovod(table)
+    common = {
+        "paper": KUNGFU_OSDI20,
+        "figure": FIGURE,
+        "claim": "KungFu's synchronous SGD keeps closer to the ideal than Horovod's",
+        "published_value": pub,
+        "published_source": source,
+        "unit": "× (KungFu / Horovod throughput)",
+        "scale": scale,
+        "hardware": where(runs) if hardware is None else hardware,
+        "runs": tuple(runs),
+    }
+    if compared is None:
+        why = f"KungFu and Horovod were not both measured with an ideal; {words}."
+        return Verdict(status=Status.NOT_MEASURED, why=why, **common)
+    est, which = compared
+    status = status_of(est)
+    why = f"{which}; {words}."
+    ci = None if math.isnan(est.ci) else est.ci
+    return Verdict(status=status, lab_value=est.mean, lab_ci=ci, why=why, **common)

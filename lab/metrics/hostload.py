@@ -1,0 +1,56 @@
+"""How busy each emulated host was during a window of a run: CPU as a fraction of its
+share, how often it hit its quota, and its link's use as a fraction of its bandwidth (from
+the samples lab.cluster.emulation.monitor writes into the run directory)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lab.errors import NothingMeasured
+
+
+def utilisation(run_dir: str | Path, start: float, end: float) -> Any:
+    """One row per host over [start, end] (epoch seconds): ``cpu`` (cores used),
+    ``cpu_util`` (of its share), ``throttled`` (fraction of quota periods it ran out of
+    CPU), ``sent_mbit``/``received_mbit`` (Mbit/s) and ``link_util`` (the busier direction,
+    of its bandwidth). Shares or bandwidths that are not set give NaN utilisations."""
+    import pandas as pd
+
+    from lab.cluster.emulation.monitor import read_hosts
+
+    head, samples = read_hosts(run_dir)
+    if not samples:
+        raise NothingMeasured(f"{run_dir}: no host samples (not an emulated run?)")
+    df = pd.DataFrame(samples)
+    rows = []
+    for host, g in df.groupby("host"):
+        g = g.sort_values("time")
+        inside = g[(g["time"] >= start) & (g["time"] <= end)]
+        if len(inside) < 2:
+            continue
+        a, b = inside.iloc[0], inside.iloc[-1]
+        dt = float(b["time"] - a["time"])
+        info = head.get(host, {})
+        cpu = (b["cpu_seconds"] - a["cpu_seconds"]) / dt
+        periods = (b["periods"] or 0) - (a["periods"] or 0)
+        throttled = ((b["throttled"] or 0) - (a["throttled"] or 0)) / periods if periods else None
+        sent = (b["rx_bytes"] - a["rx_bytes"]) * 8 / dt / 1e6  # bridge side: rx = from host
+        received = (b["tx_bytes"] - a["tx_bytes"]) * 8 / dt / 1e6
+        share, bandwidth = info.get("cpu"), info.get("bandwidth")
+        rows.append(
+            {
+                "host": host,
+                "cpu": cpu,
+                "cpu_share": share,
+                "cpu_util": cpu / share if share else float("nan"),
+                "throttled": throttled,
+                "sent_mbit": sent,
+                "received_mbit": received,
+                "bandwidth_mbit": bandwidth / 1e6 if bandwidth else None,
+                "link_util": max(sent, received) * 1e6 / bandwidth if bandwidth else float("nan"),
+            }
+        )
+    if not rows:
+        raise NothingMeasured(f"{run_dir}: fewer than two host samples in the window")
+    return pd.DataFrame(rows)

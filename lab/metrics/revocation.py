@@ -1,0 +1,103 @@
+"""What a revocation cost a run: its throughput timeline, the dip, the time to recover, the
+steps lost, and (for a restart from a checkpoint) the time until the job is back where it was.
+
+Inputs are plain tables: ``steps`` with one row per training step and its end time in epoch
+seconds (``ended_at``; the ps workload's ``global_step`` when there is a restart), and the
+revocation time from the run's ``events.jsonl`` (lab.cluster.faults).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from lab.errors import NothingMeasured
+
+WINDOW = 2.0  # seconds of steps each rate is counted over
+BEFORE = 3.0  # seconds before the revocation whose steps set the rate to recover to
+RECOVERED = 0.95  # fraction of that rate
+
+
+def timeline(steps: Any, start: float, window: float = WINDOW, dt: float = 0.25) -> Any:
+    """Steps per second, counted over the last ``window`` seconds every ``dt`` seconds.
+
+    Returns a DataFrame with ``t`` (seconds since ``start``) and ``rate``.
+    """
+    import numpy as np
+    import pandas as pd
+
+    ends = np.sort(steps["ended_at"].to_numpy(dtype=float)) - start
+    if len(ends) == 0:
+        raise NothingMeasured("no step with an end time")
+    grid = np.arange(ends[0] + window, ends[-1] + dt, dt)
+    counts = np.searchsorted(ends, grid, side="right") - np.searchsorted(ends, grid - window)
+    return pd.DataFrame({"t": grid, "rate": counts / window})
+
+
+@dataclass(frozen=True)
+class Effect:
+    """A revocation's effect on throughput (all times in seconds from the revocation).
+
+    Args:
+        rate_before: steps/s over the ``BEFORE`` seconds before it.
+        lowest: the lowest rate after it, before recovery.
+        dip: 1 - lowest / rate_before.
+        recovery: seconds until the rate is back to ``RECOVERED`` x rate_before (None: never).
+        steps_lost: steps the run would have made at rate_before until then, minus those made.
+    """
+
+    rate_before: float
+    lowest: float
+    dip: float
+    recovery: float | None
+    steps_lost: float
+
+
+def effect(steps: Any, revoked_at: float, window: float = WINDOW) -> Effect:
+    """The dip, the time to recover to 95% of the rate before, and the steps lost."""
+    import numpy as np
+
+    line = timeline(steps, revoked_at, window)
+    ends = steps["ended_at"].to_numpy(dtype=float) - revoked_at
+    if ends.min() > -BEFORE:
+        raise NothingMeasured(f"fewer than {BEFORE:g} s of steps before the revocation")
+    rate = float(np.count_nonzero((ends > -BEFORE) & (ends <= 0))) / BEFORE
+    if rate <= 0:
+        raise NothingMeasured("no steps in the seconds before the revocation")
+    after = line[line["t"] > window / 2]
+    back = after[after["rate"] >= RECOVERED * rate]
+    recovery = float(back["t"].iloc[0]) if not back.empty else None
+    until = recovery if recovery is not None else float(line["t"].iloc[-1])
+    during = line[(line["t"] > 0) & (line["t"] <= until)]["rate"]
+    lowest = float(during.min()) if not during.empty else rate
+    made = int(np.count_nonzero((ends > 0) & (ends <= until)))
+    return Effect(rate, lowest, 1.0 - lowest / rate, recovery, rate * until - made)
+
+
+def restart_overhead(steps: Any, revoked_at: float) -> tuple[float, int]:
+    """(seconds, global step) for a run restarted from a checkpoint: from the revocation
+    until a step at or beyond the global step reached before it ends again."""
+    ended = steps["ended_at"].to_numpy(dtype=float)
+    gs = steps["global_step"].to_numpy()
+    before = gs[ended <= revoked_at]
+    if len(before) == 0:
+        raise NothingMeasured("no step ended before the revocation")
+    reached = int(before.max())
+    later = ended[(ended > revoked_at) & (gs >= reached)]
+    if len(later) == 0:
+        raise NothingMeasured(f"the run never got back to step {reached}")
+    return float(later.min() - revoked_at), reached
+
+
+def linear_fit(x: Any, y: Any) -> tuple[float, float, float]:
+    """(intercept, slope, R^2) of a least-squares line."""
+    import numpy as np
+
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(x) < 2 or np.ptp(x) == 0:
+        raise NothingMeasured("a line needs two or more distinct x values")
+    slope, intercept = np.polyfit(x, y, 1)
+    resid = y - (intercept + slope * x)
+    total = float(((y - y.mean()) ** 2).sum())
+    r2 = 1.0 - float((resid**2).sum()) / total if total > 0 else 1.0
+    return float(intercept), float(slope), r2

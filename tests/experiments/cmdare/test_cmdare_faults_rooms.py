@@ -1,0 +1,86 @@
+"""The revocation and PS-bottleneck rooms: shipped data against the published rows, point
+checks before launch, and verdicts computed from tables."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from lab.errors import NothingMeasured, ParameterError
+from lab.experiments.cmdare import bottleneck, data, revocation
+from lab.experiments.cmdare import bottleneck_report as breport
+from lab.experiments.cmdare import revocation_report as rreport
+from lab.experiments.cmdare.published import PUBLISHED
+from lab.experiments.verdicts import Status
+
+
+def test_shipped_cluster_speed_runs_match_the_published_curves() -> None:
+    runs = data.cluster_speed("res15").set_index(["ps", "workers"])["median"]
+    pub = {(int(p.setting.split()[0]), p.workers): p.value
+           for p in PUBLISHED if p.figure == "PS bottleneck"}  # fmt: skip
+    assert len(pub) == 16 and set(pub) == set(runs.index)
+    gaps = {k: abs(runs[k] / v - 1) for k, v in pub.items()}
+    assert max(gaps.values()) < 0.03, gaps
+
+
+def test_chief_rejoining_runs_and_the_published_line() -> None:
+    line, runs = rreport.published_chief()
+    assert list(line["since"]) == [1500, 2000, 2500, 3000, 3500]
+    assert len(runs) == 7 and set(runs["since_checkpoint"]) == {1500, 2000, 2500, 3000, 3500}
+    assert (data.chief_rejoining()["steps"] >= 24000).all()
+
+
+def test_points_are_checked_before_launch() -> None:
+    pts = revocation.points(["cold"], [30], ["tiny_cnn"])
+    assert [p["kind"] for p in pts] == ["worker", "chief", "checkpoint"]
+    with pytest.raises(ParameterError):
+        revocation.points(["hot"], [], [])
+    with pytest.raises(ParameterError):
+        revocation.points([], [600], [])  # not before the next checkpoint (every 600)
+    with pytest.raises(ParameterError):
+        revocation.check_cluster("local")
+    assert [(p["workers"], p["ps"]) for p in bottleneck.points([3], [2])] == [(1, 2), (3, 2)]
+    with pytest.raises(ParameterError):
+        bottleneck.points([0], [1])
+
+
+def _table(one_ps_speed: float, ps_cpu: float) -> pd.DataFrame:
+    rows = []
+    for ps, speeds in ((1, (2.0, 3.0, one_ps_speed)), (2, (2.0, 3.9, 5.6))):
+        for w, s in enumerate(speeds, 1):
+            cpu = ps_cpu if ps == 1 else 0.5
+            rows.append({"workers": w, "ps": ps, "speed": s, "ps_cpu_util": cpu,
+                         "ps_throttled": 0.4, "ps_link_util": 0.3, "ps_mbit": 9.0,
+                         "worker_cpu_util": 0.6, "chief_cpu_util": 0.2,
+                         "run_dir": f"r{ps}{w}"})  # fmt: skip
+    df = pd.DataFrame(rows)
+    df["predicted"] = 2.0 * df["workers"]
+    df["ratio"] = df["speed"] / df["predicted"]
+    df["bottleneck"] = [bottleneck.bottleneck(r) for _, r in df.iterrows()]
+    return df
+
+
+def test_bottleneck_is_named_from_the_busiest_saturated_resource() -> None:
+    table = _table(3.1, 0.97)
+    assert table.loc[(table.ps == 1) & (table.workers == 3), "bottleneck"].item() == "PS CPU"
+    assert table.loc[(table.ps == 2) & (table.workers == 1), "bottleneck"].item() == "none (scales)"
+    v = breport.verdict(table)
+    assert v.status is Status.REPRODUCED and v.lab_value == pytest.approx(5.6 / 3.1)
+    assert v.published_value == pytest.approx(70.4 / 62.1) and "PS CPU" in v.why
+    workers_bound = _table(3.1, 0.5)  # slow, and the workers are the most used
+    assert workers_bound.loc[2, "bottleneck"] == "worker CPU (below 80%)"
+    assert breport.verdict(workers_bound).status is Status.NOT_REPRODUCED
+    with pytest.raises(NothingMeasured):
+        breport.verdict(table[table.ps == 1])
+
+
+def test_chief_verdict_needs_three_points_and_a_rising_line() -> None:
+    lab = pd.DataFrame({"since": [30, 75, 120], "overhead_s": [10.0, 11.5, 13.0],
+                        "rate_before": [30.0] * 3, "run_dir": ["a", "b", "c"]})  # fmt: skip
+    v = rreport.chief_verdict(lab)
+    assert v.status is Status.REPRODUCED and v.lab_value == pytest.approx(1.0)
+    assert v.published_value == pytest.approx(0.1175 * 24000 / 1359, rel=0.02)
+    flat = lab.assign(overhead_s=[12.0, 10.0, 12.5])
+    assert rreport.chief_verdict(flat).status is Status.NOT_REPRODUCED
+    with pytest.raises(NothingMeasured):
+        rreport.chief_verdict(lab.iloc[:2])

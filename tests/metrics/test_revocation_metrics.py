@@ -1,0 +1,79 @@
+"""Revocation effects and host utilisation, on tables whose answers are known."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lab.errors import NothingMeasured
+from lab.metrics import hostload, revocation
+
+
+def _steps(rate_before: float, gap: float, rate_after: float, t0: float = 1000.0) -> pd.DataFrame:
+    """Steps at ``rate_before`` for 10 s, none for ``gap`` s, then ``rate_after`` for 10 s."""
+    before = t0 + np.arange(0, 10, 1 / rate_before)
+    after = t0 + 10 + gap + np.arange(0, 10, 1 / rate_after)
+    ends = np.concatenate([before, after])
+    return pd.DataFrame({"ended_at": ends, "global_step": np.arange(1, len(ends) + 1)})
+
+
+def test_effect_of_a_gap_is_a_full_dip_then_recovery() -> None:
+    steps = _steps(10.0, 3.0, 10.0)
+    e = revocation.effect(steps, revoked_at=1010.0)
+    assert e.rate_before == pytest.approx(10.0, rel=0.05)
+    assert e.lowest == 0 and e.dip == pytest.approx(1.0)
+    # back to 95% once the 2 s window is >= 95% full again: 3 s gap + 1.9 s
+    assert e.recovery == pytest.approx(4.9, abs=0.3)
+    assert e.steps_lost == pytest.approx(30, abs=4)  # the 3 s without steps, at 10/s
+
+
+def test_a_slower_rate_after_never_recovers() -> None:
+    e = revocation.effect(_steps(10.0, 0.0, 5.0), revoked_at=1010.0)
+    assert e.recovery is None and e.dip == pytest.approx(0.5, abs=0.06)
+
+
+def test_restart_overhead_is_the_time_back_to_the_step_reached() -> None:
+    t = 1000.0 + np.arange(0, 10, 0.1)  # steps 1..100 at 10/s, revoked at 1010
+    redo = 1015.0 + np.arange(0, 8, 0.1)  # restored at 60: steps 61..140 from 1015
+    steps = pd.DataFrame(
+        {"ended_at": np.concatenate([t, redo]),
+         "global_step": np.concatenate([np.arange(1, 101), np.arange(61, 141)])}
+    )  # fmt: skip
+    seconds, reached = revocation.restart_overhead(steps, 1010.0)
+    assert reached == 100 and seconds == pytest.approx(5.0 + 3.9, abs=0.01)
+
+
+def test_restart_that_never_gets_back_says_so() -> None:
+    steps = pd.DataFrame({"ended_at": [1.0, 2.0, 5.0], "global_step": [1, 2, 1]})
+    with pytest.raises(NothingMeasured, match="never got back to step 2"):
+        revocation.restart_overhead(steps, 3.0)
+
+
+def test_linear_fit() -> None:
+    a, b, r2 = revocation.linear_fit([1, 2, 3], [3, 5, 7])
+    assert (a, b, r2) == pytest.approx((1.0, 2.0, 1.0))
+    with pytest.raises(NothingMeasured):
+        revocation.linear_fit([1, 1], [2, 3])
+
+
+def test_utilisation_from_host_samples(tmp_path: Path) -> None:
+    head = {"kind": "hosts", "hosts": {"h1": {"cpu": 0.5, "bandwidth": 8e6, "veth": "v",
+                                              "cgroup": "g"}}}  # fmt: skip
+    samples = [
+        {"time": 10.0 + i, "host": "h1", "cpu_seconds": 0.4 * i, "periods": 10 * i,
+         "throttled": 5 * i, "rx_bytes": 500_000 * i, "tx_bytes": 100_000 * i}
+        for i in range(5)
+    ]  # fmt: skip
+    lines = [json.dumps(head), *map(json.dumps, samples)]
+    (tmp_path / "hostload.jsonl").write_text("\n".join(lines) + "\n")
+    use = hostload.utilisation(tmp_path, 10.5, 14.0).iloc[0]
+    assert use["cpu"] == pytest.approx(0.4) and use["cpu_util"] == pytest.approx(0.8)
+    assert use["throttled"] == pytest.approx(0.5)
+    assert use["sent_mbit"] == pytest.approx(4.0) and use["received_mbit"] == pytest.approx(0.8)
+    assert use["link_util"] == pytest.approx(0.5)
+    with pytest.raises(NothingMeasured):
+        hostload.utilisation(tmp_path / "nothing", 0, 1)
