@@ -27,6 +27,27 @@ def test_every_catalog_notebook_exists() -> None:
             assert (REPO_ROOT / "notebooks" / entry.notebook).is_file(), entry
 
 
+def test_every_notebook_is_in_the_catalog() -> None:
+    listed = {entry.notebook for entry in FIGURES}
+    notebooks = {
+        str(p.relative_to(REPO_ROOT / "notebooks"))
+        for p in (REPO_ROOT / "notebooks").rglob("*.ipynb")
+        if ".ipynb_checkpoints" not in p.parts
+    }
+    assert notebooks <= listed, f"not in lab/experiments/catalog.py: {sorted(notebooks - listed)}"
+
+
+def test_every_concluded_figure_is_a_catalog_row() -> None:
+    """A notebook's conclude(..., room, ...) must land where the report looks."""
+    import re
+
+    rows = {(entry.room, entry.figure.lower()) for entry in FIGURES}
+    rooms = {room for room, _ in rows}
+    for nb in (REPO_ROOT / "notebooks").rglob("*.ipynb"):
+        for room in re.findall(r'conclude\([^"]*"(\w+)"', nb.read_text()):
+            assert room in rooms, f"{nb.name} concludes into room {room!r}, not in the catalog"
+
+
 def _run_dir(results: Path) -> Path:
     run = results / "runs" / "kungfu" / "r1"
     run.mkdir(parents=True)
