@@ -10,6 +10,7 @@ import pytest
 
 from lab.errors import NothingMeasured
 from lab.experiments import Status
+from lab.experiments.evidence import protocol_run_dirs
 from lab.experiments.kungfu import fig9
 from lab.metrics.figures import published_traces
 
@@ -94,6 +95,70 @@ def test_fig9_verdict_statuses_follow_the_rule() -> None:
         fig9.verdict(fig9.ideal_table(_fig9_summary().query("system == 'single'")), "smoke")
 
 
+def _fig9_protocol_table() -> pd.DataFrame:
+    """run_protocol's table for single (100/s) and Horovod at 2 workers (150/s, speedup
+    1.5 ± 0.1, resolved) and at 4 (speedup 2.0 ± 0.3 after 2 repeats: imprecise)."""
+    single, h2, h4 = ("single", "m", 1), ("horovod-mpi", "m", 2), ("horovod-mpi", "m", 4)
+
+    def row(kind, a, b, value, ci, repeats=3, precise=True, resolved=True):
+        return {"kind": kind, "a": a, "b": b, "value": value, "ci": ci, "repeats": repeats} | {
+            "precise": precise,
+            "resolved": resolved,
+            "reason": "budget",
+            "seconds": 190.0,
+        }
+
+    table = pd.DataFrame(
+        [
+            row("throughput", single, None, 100.0, 2.0),
+            row("throughput", h2, None, 150.0, 3.0),
+            row("speedup", h2, single, 1.5, 0.1),
+            row("throughput", h4, None, 200.0, 30.0, 2, False),
+            row("speedup", h4, single, 2.0, 0.3, 2, False, True),
+            row("speedup", ("mwms", "x", 2), ("single", "x", 1), 1.0, 0.1),  # no single: left out
+        ]
+    )
+    table.attrs["runs"] = pd.DataFrame(
+        {
+            "point": [h2, h2, h4, single],
+            "run_dir": ["/r/a", "/r/b", "", "/r/s"],
+            "ok": [True, True, False, True],
+        }
+    )
+    return table
+
+
+def test_fig9_ideal_table_from_the_protocol_table() -> None:
+    table = fig9.protocol_ideal_table(_fig9_protocol_table())
+    assert list(table["workers"]) == [2, 4]
+    two = table.iloc[0]
+    assert two["ideal_rate"] == 100.0 and two["ideal"] == 200.0 and two["actual"] == 150.0
+    assert two["efficiency"] == pytest.approx(0.75) and two["efficiency_ci"] == pytest.approx(0.05)
+    assert two["run_dir"] == "/r/b" and two["repeats"] == 3 and bool(two["precise"])
+    four = table.iloc[1]
+    assert four["efficiency"] == pytest.approx(0.5) and pd.isna(four["run_dir"])
+    assert not four["precise"] and four["repeats"] == 2
+    assert "50% ± 8%" in fig9.efficiency_words(table)
+    v = fig9.verdict(table, "smoke", runs=("r",), hardware="h")
+    assert v.status is Status.NOT_MEASURED  # no KungFu point
+    assert fig9.protocol_ideal_table(_fig9_protocol_table().iloc[0:0]).empty
+
+
+def test_fig9_protocol_points_compare_each_point_with_single() -> None:
+    p = fig9.DEFAULTS["smoke"] | {"models": ["m"], "workers": [2, 4]}
+    points, keys, compared = fig9.protocol_points(p, ["horovod-mpi"])
+    assert keys == [("single", "m", 1), ("horovod-mpi", "m", 2), ("horovod-mpi", "m", 4)]
+    assert len(points) == 3 and points[2]["workers"] == 4
+    assert [(c.kind, c.a, c.b) for c in compared] == [
+        ("throughput", keys[0], None),
+        ("throughput", keys[1], None),
+        ("speedup", keys[1], keys[0]),
+        ("throughput", keys[2], None),
+        ("speedup", keys[2], keys[0]),
+    ]
+    assert fig9.target(p).budget_s == fig9.DEFAULTS["smoke"]["budget_s"]
+
+
 def _steps_run(path, rates: list[float]):
     """A run directory whose rank 0 printed one step record per rate (samples/s)."""
     from lab.metrics.records import format_record
@@ -173,7 +238,7 @@ def test_fig8_overheads_from_the_protocol_table_say_what_was_resolved() -> None:
     fig = fig8.figure(table.reset_index(), caption="test", workers=2, batch_size=32)
     assert fig.data[0].name == "lab (measured)"
     assert len(published_traces(fig)) == 1
-    assert fig8.run_dirs_of(_protocol_table()) == ["/r/1"]
+    assert protocol_run_dirs(_protocol_table()) == ["/r/1"]
     assert fig8.overheads(_protocol_table().iloc[3:]).empty
 
 
@@ -235,7 +300,7 @@ def test_fig8_overheads_from_protocol_runs_on_step_records(tmp_path) -> None:
     assert out.loc["noise scale", "overhead"] == pytest.approx(0.05, abs=0.01)
     assert out.loc["variance interval 1", "overhead"] == pytest.approx(0.20, abs=0.01)
     assert out["resolved"].all() and (out["repeats"] >= 3).all()
-    assert len(fig8.run_dirs_of(table)) == len(made)
+    assert len(protocol_run_dirs(table)) == len(made)
 
 
 def test_fig8_status_rule() -> None:
