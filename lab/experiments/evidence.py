@@ -105,3 +105,12 @@ def best_ratio(
         names = [SYSTEMS[s].label if s in SYSTEMS else s for s in (x["system"], y["system"])]
         return est, f"{names[0]} vs {names[1]}, {model}, {int(x['workers'])} workers"
     return None
+
+
+def protocol_run_dirs(table: pd.DataFrame) -> list[str]:
+    """The succeeded runs behind a ``run_protocol`` table (``table.attrs["runs"]``)."""
+    runs = table.attrs.get("runs")
+    if runs is None or len(runs) == 0:
+        return []
+    ok = runs[runs["ok"].astype(bool) & (runs["run_dir"].astype(str) != "")]
+    return [str(d) for d in ok["run_dir"]]

@@ -10,6 +10,7 @@ import pytest
 
 from lab.errors import NothingMeasured
 from lab.experiments import Status
+from lab.experiments.evidence import protocol_run_dirs
 from lab.experiments.kungfu import fig9
 from lab.metrics.figures import published_traces
 
@@ -94,6 +95,70 @@ def test_fig9_verdict_statuses_follow_the_rule() -> None:
         fig9.verdict(fig9.ideal_table(_fig9_summary().query("system == 'single'")), "smoke")
 
 
+def _fig9_protocol_table() -> pd.DataFrame:
+    """run_protocol's table for single (100/s) and Horovod at 2 workers (150/s, speedup
+    1.5 ± 0.1, resolved) and at 4 (speedup 2.0 ± 0.3 after 2 repeats: imprecise)."""
+    single, h2, h4 = ("single", "m", 1), ("horovod-mpi", "m", 2), ("horovod-mpi", "m", 4)
+
+    def row(kind, a, b, value, ci, repeats=3, precise=True, resolved=True):
+        return {"kind": kind, "a": a, "b": b, "value": value, "ci": ci, "repeats": repeats} | {
+            "precise": precise,
+            "resolved": resolved,
+            "reason": "budget",
+            "seconds": 190.0,
+        }
+
+    table = pd.DataFrame(
+        [
+            row("throughput", single, None, 100.0, 2.0),
+            row("throughput", h2, None, 150.0, 3.0),
+            row("speedup", h2, single, 1.5, 0.1),
+            row("throughput", h4, None, 200.0, 30.0, 2, False),
+            row("speedup", h4, single, 2.0, 0.3, 2, False, True),
+            row("speedup", ("mwms", "x", 2), ("single", "x", 1), 1.0, 0.1),  # no single: left out
+        ]
+    )
+    table.attrs["runs"] = pd.DataFrame(
+        {
+            "point": [h2, h2, h4, single],
+            "run_dir": ["/r/a", "/r/b", "", "/r/s"],
+            "ok": [True, True, False, True],
+        }
+    )
+    return table
+
+
+def test_fig9_ideal_table_from_the_protocol_table() -> None:
+    table = fig9.protocol_ideal_table(_fig9_protocol_table())
+    assert list(table["workers"]) == [2, 4]
+    two = table.iloc[0]
+    assert two["ideal_rate"] == 100.0 and two["ideal"] == 200.0 and two["actual"] == 150.0
+    assert two["efficiency"] == pytest.approx(0.75) and two["efficiency_ci"] == pytest.approx(0.05)
+    assert two["run_dir"] == "/r/b" and two["repeats"] == 3 and bool(two["precise"])
+    four = table.iloc[1]
+    assert four["efficiency"] == pytest.approx(0.5) and pd.isna(four["run_dir"])
+    assert not four["precise"] and four["repeats"] == 2
+    assert "50% ± 8%" in fig9.efficiency_words(table)
+    v = fig9.verdict(table, "smoke", runs=("r",), hardware="h")
+    assert v.status is Status.NOT_MEASURED  # no KungFu point
+    assert fig9.protocol_ideal_table(_fig9_protocol_table().iloc[0:0]).empty
+
+
+def test_fig9_protocol_points_compare_each_point_with_single() -> None:
+    p = fig9.DEFAULTS["smoke"] | {"models": ["m"], "workers": [2, 4]}
+    points, keys, compared = fig9.protocol_points(p, ["horovod-mpi"])
+    assert keys == [("single", "m", 1), ("horovod-mpi", "m", 2), ("horovod-mpi", "m", 4)]
+    assert len(points) == 3 and points[2]["workers"] == 4
+    assert [(c.kind, c.a, c.b) for c in compared] == [
+        ("throughput", keys[0], None),
+        ("throughput", keys[1], None),
+        ("speedup", keys[1], keys[0]),
+        ("throughput", keys[2], None),
+        ("speedup", keys[2], keys[0]),
+    ]
+    assert fig9.target(p).budget_s == fig9.DEFAULTS["smoke"]["budget_s"]
+
+
 def _steps_run(path, rates: list[float]):
     """A run directory whose rank 0 printed one step record per rate (samples/s)."""
     from lab.metrics.records import format_record
@@ -107,29 +172,135 @@ def _steps_run(path, rates: list[float]):
     return str(path)
 
 
-def test_fig8_overheads_pool_the_repeats_and_carry_published_values(tmp_path) -> None:
+def _protocol_row(setting: str, value: float, ci: float, resolved: bool, **kw) -> dict:
+    """One overhead row of run_protocol's table, as Judgement leaves it."""
+    return {
+        "quantity": f"overhead({setting})",
+        "kind": "overhead",
+        "a": ("horovod-gloo", "m", setting),
+        "b": ("horovod-gloo", "m", "baseline"),
+        "value": value,
+        "ci": ci,
+        "low": value - ci,
+        "high": value + ci,
+        "rel_ci": ci / (1 - value),
+        "repeats": kw.get("repeats", 3),
+        "precise": kw.get("precise", resolved),
+        "resolved": resolved,
+        "direction": int(resolved),
+        "reason": kw.get("reason", "precise"),
+        "seconds": kw.get("seconds", 120.0),
+        "target_rel_ci": 0.05,
+        "budget_s": 300.0,
+        "sentence": "",
+    }
+
+
+def _protocol_table() -> pd.DataFrame:
+    """Noise scale resolved at the paper's value, variance/1 not resolved within the
+    budget (interval holds 0 and the paper's 20%), variance/8 resolved far from it."""
+    table = pd.DataFrame(
+        [
+            _protocol_row("noise scale", 0.05, 0.01, True),
+            _protocol_row("variance interval 1", 0.10, 0.15, False, reason="budget", seconds=310),
+            _protocol_row("variance interval 8", 0.30, 0.02, True),
+            {"quantity": "throughput(x)", "kind": "throughput", "a": "x", "value": 9.0},
+        ]
+    )
+    table.attrs["runs"] = pd.DataFrame(
+        {"point": ["a", "b", "c"], "run_dir": ["/r/1", "/r/2", ""], "ok": [True, False, False]}
+    )
+    return table
+
+
+def test_fig8_overheads_from_the_protocol_table_say_what_was_resolved() -> None:
     from lab.experiments.kungfu import fig8
 
-    rates = {"baseline": 100.0, "noise scale": 95.0, "variance interval 1": 80.0}
-    rows = []
-    for setting, rate in rates.items():
-        for r in range(2):
-            jitter = [rate - 1, rate + 1, rate, rate - 0.5, rate + 0.5]
-            d = _steps_run(tmp_path / f"{setting}-{r}", jitter)
-            rows.append(
-                {"system": "horovod-gloo", "model": "m", "setting": setting, "state": "succeeded"}
-                | {"run_dir": d}
-            )
-    table = fig8.overheads(pd.DataFrame(rows)).set_index("setting")
-    assert table.loc["noise scale", "overhead"] == pytest.approx(0.05, abs=1e-3)
-    assert table.loc["variance interval 1", "overhead"] == pytest.approx(0.20, abs=1e-3)
+    table = fig8.overheads(_protocol_table()).set_index("setting")
+    assert list(table.index) == ["noise scale", "variance interval 1", "variance interval 8"]
+    assert table.loc["noise scale", "overhead"] == pytest.approx(0.05)
+    assert table.loc["noise scale", "overhead_ci"] == pytest.approx(0.01)
     paper = fig8.published().set_index("setting")["value"]
-    assert table.loc["noise scale", "published"] == pytest.approx(paper["noise scale"])
-    # 5% ± ~0.8% holds the paper's 4.6%; 20% ± ~0.8% holds its 20.3%
-    assert set(table["status"]) == {Status.REPRODUCED.value}
+    assert table.loc["variance interval 8", "published"] == pytest.approx(
+        paper["variance interval 8"]
+    )
+    status = table["status"].to_dict()
+    assert status == {
+        "noise scale": Status.REPRODUCED.value,
+        "variance interval 1": Status.NOT_RESOLVED.value,
+        "variance interval 8": Status.NOT_REPRODUCED.value,
+    }
+    found = table["finding"]
+    assert "resolved; the published 4.6% lies inside" in found["noise scale"]
+    assert "not resolved at this scale within 5 minutes" in found["variance interval 1"]
+    assert "lies inside" in found["variance interval 1"]
+    assert "lies outside" in found["variance interval 8"]
     fig = fig8.figure(table.reset_index(), caption="test", workers=2, batch_size=32)
     assert fig.data[0].name == "lab (measured)"
     assert len(published_traces(fig)) == 1
+    assert protocol_run_dirs(_protocol_table()) == ["/r/1"]
+    assert fig8.overheads(_protocol_table().iloc[3:]).empty
+
+
+def test_fig8_verdict_from_the_protocol_names_each_settings_finding() -> None:
+    from lab.experiments.kungfu import fig8
+
+    table = fig8.overheads(_protocol_table())
+    v = fig8.verdict(table, "smoke", runs=("/r/1",), hardware="h")
+    assert v.status is Status.NOT_REPRODUCED  # variance interval 8 lies far from the paper
+    assert "variance interval 1" in v.claim  # the paper's largest overhead heads it
+    assert v.lab_value == pytest.approx(10.0) and v.lab_ci == pytest.approx(15.0)
+    assert "not resolved at this scale within 5 minutes" in v.why
+    assert v.why.count("→") == 3
+
+
+def test_fig8_protocol_points_compare_each_setting_with_its_baseline() -> None:
+    from lab.errors import ParameterError
+    from lab.experiments.kungfu import fig8
+
+    p = fig8.DEFAULTS["smoke"] | {"models": ["m"], "settings": ["variance interval 8"]}
+    points, keys, compared = fig8.protocol_points(p, ["s1", "s2"])
+    assert keys == [
+        ("s1", "m", "baseline"),
+        ("s1", "m", "variance interval 8"),
+        ("s2", "m", "baseline"),
+        ("s2", "m", "variance interval 8"),
+    ]
+    assert points[1]["monitor"] == "variance" and points[1]["interval"] == 8
+    assert [(c.kind, c.a, c.b) for c in compared] == [
+        ("overhead", keys[1], keys[0]),
+        ("overhead", keys[3], keys[2]),
+    ]
+    assert fig8.target(fig8.DEFAULTS["paper"]).rel_ci == 0.02
+    with pytest.raises(ParameterError):
+        fig8.protocol_points(p | {"settings": ["sometimes"]}, ["s1"])
+
+
+def test_fig8_overheads_from_protocol_runs_on_step_records(tmp_path) -> None:
+    """run_protocol over run directories with known rates: 5% and 20% overheads found."""
+    from lab.experiments.kungfu import fig8
+    from lab.experiments.protocol_runner import run_protocol
+
+    rates = {"baseline": 100.0, "noise scale": 95.0, "variance interval 1": 80.0}
+    p = fig8.DEFAULTS["smoke"] | {"models": ["m"], "settings": list(rates)}
+    points, keys, compared = fig8.protocol_points(p, ["horovod-gloo"])
+    made = []
+
+    def run_one(point: dict) -> str:
+        made.append(point["setting"])
+        rate = rates[point["setting"]] * (1 + 0.002 * (len(made) % 3))  # a little drift
+        jitter = [rate - 1, rate + 1, rate, rate - 0.5, rate + 0.5] * 2
+        path = tmp_path / f"run-{len(made)}"
+        _steps_run(path, jitter)
+        (path / "manifest.json").write_text('{"params": {}, "state": "succeeded"}')
+        return str(path)
+
+    table = run_protocol(points, run_one, compared, fig8.target(p), keys=keys)
+    out = fig8.overheads(table).set_index("setting")
+    assert out.loc["noise scale", "overhead"] == pytest.approx(0.05, abs=0.01)
+    assert out.loc["variance interval 1", "overhead"] == pytest.approx(0.20, abs=0.01)
+    assert out["resolved"].all() and (out["repeats"] >= 3).all()
+    assert len(protocol_run_dirs(table)) == len(made)
 
 
 def test_fig8_status_rule() -> None:

@@ -1,10 +1,14 @@
 """KungFu Fig 8: what monitoring training online costs in throughput.
 
-Each setting (no monitoring, gradient noise scale, gradient variance every step and every
-8 steps) runs ``repeats`` times in alternating order; every measured step of a setting's
-repeats is pooled (``lab.metrics.pool_runs``) and its overhead against the baseline of the
-same system and model is ``1 − with/without`` with a 95% CI. The paper prints
-throughputs, so its overheads are derived from them (``derived_overheads``).
+The settings (no monitoring, gradient noise scale, gradient variance every step and every
+8 steps) of each system and model are measured under the lab's protocol
+(``lab.experiments.protocol_runner.run_protocol``): they run interleaved, round after
+round, each run's warm-up cut where its step times settle, until every setting's overhead
+``1 − with/without`` against the baseline (per round, so that what a round shares
+cancels) has a 95% interval within ``target_rel_ci`` or ``budget_s`` is spent
+(``protocol_points`` builds the points and the compared quantities; ``overheads`` turns
+the protocol's table into one row per setting). The paper prints throughputs, so its
+overheads are derived from them (``derived_overheads``).
 
 The status of a setting (``status_of``) compares the published overhead with the lab's
 interval ``overhead ± CI``:
@@ -22,15 +26,18 @@ setting is, else *reproduced*.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from lab.errors import NothingMeasured
+from lab.errors import NothingMeasured, ParameterError
 from lab.experiments.evidence import where
 from lab.experiments.kungfu.published import KUNGFU_OSDI20
 from lab.experiments.verdicts import Status, Verdict
+
+if TYPE_CHECKING:
+    from lab.metrics.protocol import Compared, Target
 
 EXPERIMENT = "kungfu/fig8_monitoring"
 FIGURE = "Fig 8"
@@ -48,60 +55,156 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "models": ["small_cnn"],
         "workers": 2,
         "batch_size": 32,
-        "repeats": 2,
+        # a run costs 40-65 s here under load, mostly start-up: two points for three
+        # rounds (the fewest that give an interval worth stopping on) fit the budget
+        "settings": [BASELINE, "variance interval 1"],
+        "target_rel_ci": 0.05,  # ±5 points of overhead
+        "budget_s": 300.0,
     },
     "paper": {  # the artifact: 4 × K80, ResNet50, batch 8 per GPU
         "systems": ["horovod-gloo", "kungfu-artifact-monitoring"],
         "models": ["ResNet50"],
         "workers": 4,
         "batch_size": 8,
-        "repeats": 3,
+        "settings": list(SETTINGS),
+        "target_rel_ci": 0.02,
+        "budget_s": 1800.0,
     },
 }
 
 
-def points(p: Mapping[str, Any], systems: Sequence[str]) -> list[dict[str, Any]]:
-    """Every system × model × setting, ``repeats`` times, the settings' order reversed on
-    every other repeat so that drift in the machine's speed hits all settings alike."""
-    order = list(SETTINGS.items())
-    return [
-        {
-            "system": s,
-            "model": m,
-            "workers": p["workers"],
-            "batch_size": p["batch_size"],
-            "monitor": monitor,
-            "interval": interval,
-            "setting": name,
-            "repeat": r,
-        }
-        for r in range(int(p["repeats"]))
-        for s in systems
-        for m in p["models"]
-        for name, (monitor, interval) in (order if r % 2 == 0 else order[::-1])
-    ]
+def protocol_points(
+    p: Mapping[str, Any], systems: Sequence[str]
+) -> tuple[list[dict[str, Any]], list[tuple[str, str, str]], list[Compared]]:
+    """The protocol's inputs: every system × model × setting (``p["settings"]``, the
+    baseline always) as a point, its key ``(system, model, setting)``, and as compared
+    quantities each monitored setting's overhead against the same system's and model's
+    baseline.
+
+    Raises:
+        ParameterError: a setting is not one of SETTINGS.
+    """
+    from lab.metrics.protocol import overhead
+
+    chosen = list(p.get("settings") or SETTINGS)
+    for name in chosen:
+        if name not in SETTINGS:
+            raise ParameterError("settings", name, ", ".join(SETTINGS))
+    chosen = [BASELINE, *(n for n in chosen if n != BASELINE)]
+
+    pts: list[dict[str, Any]] = []
+    keys: list[tuple[str, str, str]] = []
+    compared: list[Compared] = []
+    for s in systems:
+        for m in p["models"]:
+            for name in chosen:
+                monitor, interval = SETTINGS[name]
+                keys.append((s, m, name))
+                pts.append(
+                    {
+                        "system": s,
+                        "model": m,
+                        "workers": p["workers"],
+                        "batch_size": p["batch_size"],
+                        "monitor": monitor,
+                        "interval": interval,
+                        "setting": name,
+                    }
+                )
+                if name != BASELINE:
+                    label = f"overhead({s} · {m} · {name})"
+                    compared.append(overhead((s, m, name), (s, m, BASELINE), name=label))
+    return pts, keys, compared
 
 
-def overheads(summary: pd.DataFrame) -> pd.DataFrame:
-    """One row per system × model × monitored setting: the pooled throughputs, the
-    overhead against that system's and model's baseline and its 95% CI, the published
-    overhead (NaN where none) and the status (``status_of``)."""
+def target(p: Mapping[str, Any]) -> Target:
+    """The stopping rule from a scale's ``target_rel_ci`` and ``budget_s``."""
+    from lab.metrics.protocol import Target
+
+    return Target(rel_ci=float(p["target_rel_ci"]), budget_s=float(p["budget_s"]))
+
+
+def runner(scale: str, cluster: Any, trace: Any = None) -> Callable[[Mapping[str, Any]], Any]:
+    """``run_one`` for ``run_protocol``: runs a point (``run_point``), its monitored values
+    feeding ``trace`` (a MetricTrace) under a line named by system, model, setting and
+    how often that setting has run."""
+    from lab.experiments.points import run_point
+
+    counts: dict[tuple[str, str, str], int] = {}
+
+    def run_one(point: Mapping[str, Any]) -> Any:
+        key = (str(point["system"]), str(point["model"]), str(point["setting"]))
+        counts[key] = counts.get(key, 0) + 1
+        if trace is not None:
+            trace.for_run(" · ".join(key) + f" #{counts[key]}")
+        return run_point(point, EXPERIMENT, scale=scale, cluster=cluster, observe=trace)
+
+    return run_one
+
+
+OVERHEAD_COLUMNS = [
+    "system", "label", "model", "setting", "overhead", "overhead_ci", "low", "high",
+    "published", "status", "resolved", "repeats", "seconds", "budget_s", "reason", "finding",
+]  # fmt: skip
+
+
+def overheads(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per system × model × monitored setting from ``run_protocol``'s table: the
+    overhead and its 95% CI, whether the protocol resolved it, the repeats and seconds
+    behind it, the published overhead (NaN where none), the status (``status_of``) and
+    a ``finding`` that says all of it in words."""
     from lab.experiments.systems import SYSTEMS
-    from lab.metrics.overheads import overhead_table
-    from lab.metrics.store import pool_runs
 
-    pooled = pool_runs(summary, by=["system", "model", "setting"])
-    table = overhead_table(pooled, within=("system", "model"))
-    cols = ["system", "label", "model", "setting", "overhead", "overhead_ci", "published"]
-    if table.empty:
-        return pd.DataFrame(columns=[*cols, "status", "throughput", "baseline_throughput"])
+    rows = table[table["kind"] == "overhead"] if len(table) else table
+    if rows.empty:
+        return pd.DataFrame(columns=OVERHEAD_COLUMNS)
     paper = dict(zip(published()["setting"], published()["value"], strict=True))
-    table["label"] = table["system"].map(lambda s: SYSTEMS[s].label if s in SYSTEMS else s)
-    table["published"] = table["setting"].map(lambda s: paper.get(s, math.nan))
-    table["status"] = [
-        status_of(r.overhead, r.overhead_ci, r.published).value for r in table.itertuples()
+    out = pd.DataFrame(
+        {
+            "system": [a[0] for a in rows["a"]],
+            "model": [a[1] for a in rows["a"]],
+            "setting": [a[2] for a in rows["a"]],
+            "overhead": rows["value"].astype(float).to_numpy(),
+            "overhead_ci": rows["ci"].astype(float).to_numpy(),
+            "low": rows["low"].astype(float).to_numpy(),
+            "high": rows["high"].astype(float).to_numpy(),
+            "resolved": rows["resolved"].astype(bool).to_numpy(),
+            "repeats": rows["repeats"].astype(int).to_numpy(),
+            "seconds": rows["seconds"].astype(float).to_numpy(),
+            "budget_s": rows["budget_s"].astype(float).to_numpy(),
+            "reason": rows["reason"].to_numpy(),
+        }
+    )
+    out["label"] = out["system"].map(lambda s: SYSTEMS[s].label if s in SYSTEMS else s)
+    out["published"] = out["setting"].map(lambda s: paper.get(s, math.nan))
+    out["status"] = [
+        status_of(r.overhead, r.overhead_ci, r.published).value for r in out.itertuples()
     ]
-    return table[[*cols, "status", "throughput", "baseline_throughput"]]
+    out["finding"] = [finding(r) for r in out.itertuples()]
+    return out[OVERHEAD_COLUMNS]
+
+
+def finding(r: Any) -> str:
+    """One setting's result in words: the overhead, whether it was resolved (or "not
+    resolved at this scale within N minutes") and where the published overhead lies."""
+    if r.overhead is None or math.isnan(r.overhead):
+        return f"not measured ({r.repeats} repeats)"
+    spent = max(float(r.budget_s), float(r.seconds))
+    how = f"{r.repeats} repeats, {r.seconds / 60:.1f} min"
+    if r.resolved:
+        said = f"{_pct(r.overhead, r.overhead_ci)} ({how}), resolved"
+    else:
+        within = f"{spent / 60:.0f} minutes" if spent >= 90 else f"{spent:.0f} s"
+        said = (
+            f"{_pct(r.overhead, r.overhead_ci)} ({how}), not resolved at this scale within {within}"
+        )
+    if r.published is None or math.isnan(r.published):
+        return said
+    if math.isnan(r.overhead_ci):
+        return f"{said}; the published {r.published:.1%} cannot be placed (no interval)"
+    inside = r.overhead - r.overhead_ci <= r.published <= r.overhead + r.overhead_ci
+    where_ = "inside" if inside else "outside"
+    return f"{said}; the published {r.published:.1%} lies {where_} the lab's interval"
 
 
 def published() -> pd.DataFrame:
@@ -169,9 +272,7 @@ def verdict(
         raise NothingMeasured(f"KungFu {FIGURE}: no monitored setting has a measured overhead")
     head = rows.loc[rows["published"].idxmax()]
     why = "; ".join(
-        f"{r.label}, {r.model}, {r.setting}: {_pct(r.overhead, r.overhead_ci)} vs "
-        f"{r.published:.1%} published → {r.status}"
-        for r in rows.itertuples()
+        f"{r.label}, {r.model}, {r.setting}: {_said(r)} → {r.status}" for r in rows.itertuples()
     )
     source = str(published().set_index("setting").loc[head["setting"], "source"])
     ci = None if math.isnan(head["overhead_ci"]) else 100 * float(head["overhead_ci"])
@@ -190,6 +291,12 @@ def verdict(
         why=why + ".",
         runs=tuple(runs),
     )
+
+
+def _said(r: Any) -> str:
+    if "finding" in r._fields and isinstance(r.finding, str):
+        return r.finding
+    return f"{_pct(r.overhead, r.overhead_ci)} vs {r.published:.1%} published"
 
 
 def _pct(v: float, ci: float) -> str:

@@ -4,13 +4,19 @@ The ideal is measured per model: one worker alone (system ``single``: training w
 communication) times N. ``ideal_table`` turns a sweep's summary into one row per measured
 point with that model's ideal beside it; the figure, the table and the verdict are all
 built from that one table, so they cannot disagree.
+
+The points run under the lab's protocol (``lab.experiments.protocol_runner``): interleaved
+rounds until each system point's throughput and its speedup over ``single`` (per round,
+so what a round shares cancels; efficiency = speedup / N) are within ``target_rel_ci`` or
+``budget_s`` is spent (``protocol_points``); ``protocol_ideal_table`` turns the protocol's
+table into the same ideal table.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -19,6 +25,9 @@ from lab.experiments.evidence import best_ratio, ratio_status, succeeded, where
 from lab.experiments.kungfu.published import KUNGFU_OSDI20
 from lab.experiments.verdicts import Status, Verdict
 
+if TYPE_CHECKING:
+    from lab.metrics.protocol import Compared, Target
+
 EXPERIMENT = "kungfu/fig9_scalability"
 FIGURE = "Fig 9"
 SINGLE = "single"  # the no-communication run that defines the ideal
@@ -26,16 +35,21 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "smoke": {
         "systems": ["horovod-mpi", "mwms", "kungfu-sync"],
         "models": ["small_cnn"],
-        "workers": [2, 4],
+        "workers": [2],  # a round of single + 2 systems costs ~110 s here
         "batch_size": 32,
+        "target_rel_ci": 0.05,
+        "budget_s": 230.0,  # two rounds: the fewest that give an interval
     },
     "paper": {
         "systems": ["horovod-mpi", "mwms", "kungfu-sync"],
         "models": ["ResNet50", "MobileNetV2"],
         "workers": [8, 16, 32],
         "batch_size": 32,
+        "target_rel_ci": 0.02,
+        "budget_s": 3600.0,
     },
 }
+PROTOCOL_COLUMNS = ["repeats", "precise", "resolved", "reason", "seconds"]
 COLUMNS = [
     "system",
     "label",
@@ -59,6 +73,90 @@ def points(p: Mapping[str, Any], systems: Sequence[str]) -> list[dict[str, Any]]
     return grid(system=SINGLE, workers=1, **common) + grid(
         system=list(systems), workers=list(p["workers"]), **common
     )
+
+
+Key = tuple[str, str, int]  # (system, model, workers)
+
+
+def protocol_points(
+    p: Mapping[str, Any], systems: Sequence[str]
+) -> tuple[list[dict[str, Any]], list[Key], list[Compared]]:
+    """The protocol's inputs: the points (as ``points``), their keys ``(system, model,
+    workers)``, and as compared quantities each model's ``single`` throughput and, per
+    system point, its throughput and its speedup over ``single``."""
+    from lab.metrics.protocol import speedup, throughput
+
+    pts = points(p, systems)
+    keys: list[Key] = [(str(q["system"]), str(q["model"]), int(q["workers"])) for q in pts]
+    compared: list[Compared] = [
+        throughput(k, _name("throughput", k)) for k in keys if k[0] == SINGLE
+    ]
+    for k in keys:
+        if k[0] != SINGLE:
+            single = (SINGLE, k[1], 1)
+            compared += [
+                throughput(k, _name("throughput", k)),
+                speedup(k, single, _name("speedup", k, single)),
+            ]
+    return pts, keys, compared
+
+
+def _name(kind: str, a: Key, b: Key | None = None) -> str:
+    said = " vs ".join(f"{s} · {m} · {n} workers" for s, m, n in ((a,) if b is None else (a, b)))
+    return f"{kind}({said})"
+
+
+def target(p: Mapping[str, Any]) -> Target:
+    """The stopping rule from a scale's ``target_rel_ci`` and ``budget_s``."""
+    from lab.metrics.protocol import Target
+
+    return Target(rel_ci=float(p["target_rel_ci"]), budget_s=float(p["budget_s"]))
+
+
+def protocol_ideal_table(table: pd.DataFrame) -> pd.DataFrame:
+    """``ideal_table``'s rows from ``run_protocol``'s table: ``actual`` ± CI is a system
+    point's throughput, ``ideal_rate`` its model's ``single`` throughput, ``efficiency``
+    ± CI its per-round speedup over ``single`` / N; with the repeats behind the speedup,
+    whether it reached the target (``precise``), ``resolved`` (its interval excludes 1),
+    why measuring stopped and the seconds spent. ``run_dir``: the point's last good run.
+    Points without a measured ``single`` are left out."""
+    cols = [*COLUMNS, *PROTOCOL_COLUMNS]
+    if table.empty:
+        return pd.DataFrame(columns=cols)
+    rate = {r.a: r for r in table[table["kind"] == "throughput"].itertuples()}
+    runs = table.attrs.get("runs")
+    last: dict[Any, str] = {}
+    if runs is not None and len(runs):
+        for r in runs[runs["ok"].astype(bool)].itertuples():
+            last[r.point] = str(r.run_dir)
+    rows = []
+    for r in table[table["kind"] == "speedup"].itertuples():
+        system, model, n = r.a
+        single, actual = rate.get(r.b), rate.get(r.a)
+        if single is None or actual is None or pd.isna(single.value):
+            continue
+        rows.append(
+            {
+                "system": system,
+                "label": _label(system),
+                "model": model,
+                "workers": int(n),
+                "ideal_rate": float(single.value),
+                "ideal": float(single.value) * int(n),
+                "actual": float(actual.value),
+                "actual_ci": float(actual.ci),
+                "efficiency": float(r.value) / int(n),
+                "efficiency_ci": float(r.ci) / int(n),
+                "run_dir": last.get(r.a),
+                "repeats": int(r.repeats),
+                "precise": bool(r.precise),
+                "resolved": bool(r.resolved),
+                "reason": r.reason,
+                "seconds": float(r.seconds),
+            }
+        )
+    out = pd.DataFrame(rows, columns=cols)
+    return out.sort_values(["model", "system", "workers"], kind="stable").reset_index(drop=True)
 
 
 def _label(system: str) -> str:
