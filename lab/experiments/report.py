@@ -64,8 +64,9 @@ def collect(results: Path) -> list[ReportRow]:
         row.image = os.path.relpath(png, results) if png.is_file() else None
         for run in verdict.get("runs", []):
             manifest = Path(run) / "manifest.json"
-            if manifest.is_file():
-                row.links.append((Path(run).name, os.path.relpath(manifest, results)))
+            evidence = manifest if manifest.is_file() else Path(run)  # a run, or a data file
+            if evidence.is_file():
+                row.links.append((Path(run).name, os.path.relpath(evidence, results)))
         rows.append(row)
     return rows
 

@@ -72,7 +72,8 @@ def test_notebook_runs_at_smoke_scale(nb: Path, tmp_path: Path, _isolated_result
         for path in verdicts:
             saved = json.loads(path.read_text())
             assert len(saved["runs"]) >= 1, f"{path} names no run"
-            assert all(Path(r).is_dir() for r in saved["runs"])
+            # a run directory, or the shipped data file a figure of published data is read from
+            assert all(Path(r).exists() for r in saved["runs"]), f"{path}: a named run is missing"
             figure = _isolated_results / "figures" / path.parent.name / f"{path.stem}.html"
             assert figure.stat().st_size > 1000, f"{nb.name} wrote no figure at {figure}"
 
