@@ -22,6 +22,7 @@ def run_sweep(
     trace: Any = None,
     label: Any = None,
     strict: bool | None = None,
+    retries: int = 1,
 ) -> Any:
     """Run every point (resuming finished ones) with a progress bar, the live run view and
     a live summary figure; return the summary table (one row per point).
@@ -36,6 +37,8 @@ def run_sweep(
         run: runs one completed point (default: ``run_point`` with these settings).
         trace: a ``lab.metrics.live.MetricTrace`` fed by every run (a live monitor line).
         label: names a point's lines in ``trace`` (default: its parameters).
+        retries: run a failed point again this often before counting it failed (each
+            attempt keeps its run directory; the summary's ``attempts`` says how many).
         strict: fail when any point fails or the figure cannot be drawn (default: in a
             batch run, see ``lab.experiments.batch``). A sweep with no succeeded point
             always raises ``NothingMeasured``.
@@ -64,5 +67,5 @@ def run_sweep(
             )
         return run_point(point, experiment, scale=scale, cluster=cluster, view=view, observe=trace)
 
-    sweep = Sweep(experiment, full, one, on_point_done=live, strict=strict)
+    sweep = Sweep(experiment, full, one, on_point_done=live, strict=strict, retries=retries)
     return require_measured(sweep.run(rerun=rerun), experiment, strict=strict)

@@ -65,6 +65,8 @@ class Sweep:
         progress: show a progress bar.
         strict: let an exception in ``on_point_done`` (a figure that cannot be drawn) end
             the sweep, as a batch run must; otherwise it is logged and the sweep goes on.
+        retries: run a failed point again up to this many times (a transient start-up
+            failure of an engine on a busy machine); each attempt keeps its run directory.
     """
 
     def __init__(
@@ -79,6 +81,7 @@ class Sweep:
         group_by: Sequence[str] | None = None,
         progress: bool = True,
         strict: bool = False,
+        retries: int = 0,
     ) -> None:
         self.experiment = experiment
         self.points = [dict(p) for p in points]
@@ -90,6 +93,7 @@ class Sweep:
         self.group_by = group_by
         self.progress = progress
         self.strict = strict
+        self.retries = retries
         self.rows: list[dict[str, Any]] = []
 
     def identity(
@@ -176,7 +180,7 @@ class Sweep:
                     log.info("%s: %s already done in %s", self.experiment, point, done)
                     self.rows.append(self._row(point, done, "skipped", None))
                 else:
-                    self.rows.append(self._run_one(point))
+                    self.rows.append(self._run_with_retries(point))
                 bar.update(1)
                 if self.on_point_done is not None:
                     try:
@@ -189,6 +193,24 @@ class Sweep:
             bar.close()
         self._write()
         return self.summary()
+
+    def _run_with_retries(self, point: dict[str, Any]) -> dict[str, Any]:
+        """Run a point; a run that failed (not a bad parameter) is tried again up to
+        ``retries`` times. Every attempt keeps its run directory, and the row says how many
+        attempts it took (``attempts``) and why the earlier ones failed (``retried``)."""
+        failures: list[str] = []
+        while True:
+            row = self._run_one(point)
+            if row.get("state") == SUCCEEDED or len(failures) >= self.retries:
+                break
+            if str(row.get("error", "")).startswith("ParameterError"):
+                break  # bad input fails the same way every time
+            failures.append(f"{row.get('run_dir')}: {row.get('error')}")
+            log.warning("%s: %s failed, trying again: %s", self.experiment, point, failures[-1])
+        row["attempts"] = len(failures) + 1
+        if failures:
+            row["retried"] = "; ".join(failures)
+        return row
 
     def _run_one(self, point: dict[str, Any]) -> dict[str, Any]:
         try:

@@ -188,3 +188,17 @@ def test_several_claims_of_one_figure_are_saved_together(tmp_path: Path) -> None
             "room",
             results=tmp_path,
         )
+
+
+def test_a_failed_point_is_tried_once_more_and_says_so() -> None:
+    calls: list[dict] = []
+
+    def flaky(point: dict):
+        calls.append(point)
+        code = "import sys; sys.exit(1)" if len(calls) == 1 else "pass"
+        return lab.launch([sys.executable, "-c", code], experiment="t/flaky", params=point)
+
+    summary = run_sweep("t/flaky", [{"system": "single"}], run=flaky)
+    assert len(calls) == 2 and summary["state"].tolist() == ["succeeded"]
+    assert summary["attempts"].tolist() == [2]
+    assert summary["retried"].str.contains("failed").all()

@@ -19,7 +19,7 @@ from lab.errors import NothingMeasured, ParameterError
 
 SCALES: dict[str, dict[str, Any]] = {
     "smoke": {"model": "small_cnn", "batch_size": 16, "steps": 15, "warmup_steps": 3,
-              "worker_cpu": 0.25, "ps_cpu": 0.1, "ps_link": "30mbit", "timeout": 300},
+              "worker_cpu": 0.25, "ps_cpu": 0.1, "ps_link": "30mbit", "timeout": 150},
     "paper": {"model": "cifar_resnet20", "batch_size": 128, "steps": 200, "warmup_steps": 20,
               "worker_cpu": 1.0, "ps_cpu": 0.5, "ps_link": "1gbit", "timeout": 1800},
 }  # fmt: skip
@@ -93,9 +93,8 @@ def run_sweep(points: Iterable[Mapping[str, Any]], view: Any = "auto", rerun: bo
     from lab.experiments.batch import in_batch
     from lab.metrics import Sweep
 
-    summary = Sweep(EXPERIMENT, list(points), lambda p: launch_point(p, view), key=KEY).run(
-        rerun=rerun
-    )
+    sweep = Sweep(EXPERIMENT, list(points), lambda p: launch_point(p, view), key=KEY, retries=1)
+    summary = sweep.run(rerun=rerun)
     ok = summary[summary["state"] == "succeeded"]
     failed = len(summary) - len(ok)
     if ok.empty or (in_batch() and failed):

@@ -122,7 +122,11 @@ def run_sweep(
 
     full = [complete(p, scale) for p in points]
     sweep = Sweep(
-        experiment, full, lambda p: launch_point(p, experiment, scale, view), key=list(POINT_KEYS)
+        experiment,
+        full,
+        lambda p: launch_point(p, experiment, scale, view),
+        key=list(POINT_KEYS),
+        retries=1,
     )
     return sweep.run(rerun=rerun)
 

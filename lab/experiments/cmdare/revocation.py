@@ -132,7 +132,7 @@ def run_sweep(points: Iterable[Mapping[str, Any]], view: Any = "auto", rerun: bo
     from lab.experiments.batch import in_batch
     from lab.metrics import Sweep
 
-    sweep = Sweep(EXPERIMENT, list(points), lambda p: launch_point(p, view), key=KEY)
+    sweep = Sweep(EXPERIMENT, list(points), lambda p: launch_point(p, view), key=KEY, retries=1)
     summary = sweep.run(rerun=rerun)
     ok = summary[summary["state"] == "succeeded"]
     failed = summary[summary["state"] != "succeeded"]
