@@ -23,7 +23,9 @@ def test_threads_follow_the_cpu_share() -> None:
     small = fair.fair_env(0.4)
     assert small["OMPI_MCA_mpi_yield_when_idle"] == "1"
     assert small["HOROVOD_CYCLE_TIME"] == str(fair.CYCLE_TIME_MS)
-    assert {small[v] for v in fair.THREAD_VARIABLES} == {"1"}
+    compute = [v for v in fair.THREAD_VARIABLES if v != "TF_NUM_INTEROP_THREADS"]
+    assert {small[v] for v in compute} == {"1"}
+    assert small["TF_NUM_INTEROP_THREADS"] == "2"  # TF's PS runtime deadlocks with one
     assert {fair.fair_env(2.5)[v] for v in fair.THREAD_VARIABLES} == {"3"}
     assert not set(fair.THREAD_VARIABLES) & set(fair.fair_env(None))  # no quota, no caps
 
@@ -68,3 +70,21 @@ def test_ranks_get_the_fair_defaults_and_the_manifest_says_so(
     seen, emu = _seen(tmp_path, {"hosts": 1, "cpu": 0.4, "fair": False})
     assert set(seen.values()) == {None}
     assert emu["fair"] is False and emu["hosts"]["h1"]["env"] == {}
+
+
+@needs_root
+@pytest.mark.slow
+@pytest.mark.root
+def test_a_tensorflow_parameter_server_job_runs_under_the_fair_defaults(tmp_path) -> None:
+    """With one inter-op thread TF's PS runtime never took a step here (timed out)."""
+    import sys
+
+    import lab
+
+    result = lab.launch(
+        [sys.executable, "-m", "lab.bench.synthetic", "--backend", "ps", "--model", "tiny_cnn",
+         "--steps", "3", "--warmup-steps", "1"],
+        np=1, launcher="ps", cluster="emulated-2", options={"num_ps": 1}, timeout=150,
+        view=None, check=False, experiment="t/fair-ps", results_root=tmp_path,
+    )  # fmt: skip
+    assert result.ok, result.reason

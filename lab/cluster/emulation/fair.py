@@ -13,7 +13,7 @@ profile says otherwise:
   host takes 100 ms or more, so 5 ms adds at most a few percent of latency per allreduce
   while cutting wake-ups and coordination rounds five-fold (and fusing more tensors).
 - Threads matched to the host's CPU share, ``ceil(cpu)`` (at least 1): TensorFlow's
-  ``TF_NUM_INTRAOP_THREADS``/``TF_NUM_INTEROP_THREADS`` and ``OMP_NUM_THREADS``,
+  ``TF_NUM_INTRAOP_THREADS`` (inter-op: at least 2, see ``fair_env``) and ``OMP_NUM_THREADS``,
   ``MKL_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` (also what PyTorch reads). Engines
   otherwise size their pools by the machine's cores and time-slice a fraction of one.
 
@@ -33,6 +33,7 @@ from typing import Any
 from lab.errors import ParameterError
 
 CYCLE_TIME_MS = 5
+MIN_INTEROP_THREADS = 2
 THREAD_VARIABLES = (
     "TF_NUM_INTRAOP_THREADS",
     "TF_NUM_INTEROP_THREADS",
@@ -58,8 +59,12 @@ def fair_env(cpu: float | None, fair: Any = True) -> dict[str, str]:
         return {}
     env = {"OMPI_MCA_mpi_yield_when_idle": "1", "HOROVOD_CYCLE_TIME": str(CYCLE_TIME_MS)}
     if cpu is not None:
-        threads = str(max(1, math.ceil(cpu)))
-        env.update(dict.fromkeys(THREAD_VARIABLES, threads))
+        threads = max(1, math.ceil(cpu))
+        env.update(dict.fromkeys(THREAD_VARIABLES, str(threads)))
+        # TensorFlow's parameter-server runtime deadlocks with one inter-op thread (a
+        # blocking receive holds the only thread the send it waits for needs): measured
+        # here, a 1-worker, 1-PS job on emulated-2 never took a step with 1, ran with 2.
+        env["TF_NUM_INTEROP_THREADS"] = str(max(MIN_INTEROP_THREADS, threads))
     if isinstance(setting, dict):
         env.update(setting)  # type: ignore[arg-type]
     return {k: v for k, v in env.items() if v is not None}
