@@ -24,8 +24,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from lab.bench.models import check_image_size, get_spec
-from lab.errors import ParameterError, require_at_least
+from lab.bench.flags import check_training, parse_checked
+from lab.errors import ParameterError
 from lab.metrics.records import emit
 
 BACKEND = "kungfu-elastic"
@@ -141,28 +141,16 @@ def _parser() -> argparse.ArgumentParser:
 
 def parse_args(argv: Sequence[str] | None = None) -> tuple[Any, dict[int, int]]:
     """(the synthetic workload's Config, the resize schedule), checked."""
+    return parse_checked(_parser(), _configure, argv)
+
+
+def _configure(ns: Any) -> tuple[Any, dict[int, int]]:
     from lab.bench.synthetic import Config
 
-    parser = _parser()
-    ns = parser.parse_args(argv)
-    try:
-        spec = get_spec(ns.model)
-        image_size = spec.default_size if ns.image_size is None else ns.image_size
-        check_image_size(spec, image_size)
-        require_at_least(
-            ("batch-size", ns.batch_size, 1),
-            ("steps", ns.steps, 1),
-            ("warmup-steps", ns.warmup_steps, 0),
-            ("num-classes", ns.num_classes, 2),
-            ("threads", ns.threads, 0),
-        )
-        if not ns.lr > 0:
-            raise ParameterError("lr", ns.lr, "a number > 0")
-        schedule = parse_schedule(ns.schedule)
-    except ParameterError as exc:
-        parser.error(str(exc))
+    model, image_size = check_training(ns)
+    schedule = parse_schedule(ns.schedule)
     cfg = Config(
-        model=spec.name,
+        model=model,
         batch_size=ns.batch_size,
         image_size=image_size,
         num_classes=ns.num_classes,
