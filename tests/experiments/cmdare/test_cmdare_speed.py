@@ -48,3 +48,15 @@ def test_speed_tables_are_the_artifacts() -> None:
     assert len(k80) == 260 and k80["cnn"].nunique() == 20
     assert len(data.speed_table("GPU-agnostic")) == 520
     assert len(data.checkpoint_table()) == 100
+
+
+def test_mape_bars_draw_each_series_the_table_has() -> None:
+    import pandas as pd
+
+    from lab.experiments.cmdare.speed_figures import mape_bars
+
+    table = pd.DataFrame({"setting": ["K80 LR", "K80 SVR"], "published": [19.06, 9.96],
+                          "reproduced": [19.063, 9.958]})  # fmt: skip
+    fig = mape_bars(table, {"published": "published", "lab": "reproduced", "x": "absent"}, "t")
+    assert [d.name for d in fig.data] == ["published", "lab"]
+    assert list(fig.data[1].y) == [19.063, 9.958]
