@@ -42,7 +42,7 @@ def _concludes(nb: Path) -> bool:
 
 # rooms whose every notebook is a figure notebook ending in ``conclude`` (add a room here
 # when its notebooks adopt it)
-CONCLUDING_ROOMS = ("kungfu", "benchmark", "cluster", "easyscale")
+CONCLUDING_ROOMS = ("kungfu", "benchmark", "cluster", "easyscale", "p3", "cmdare")
 
 
 def test_figure_notebooks_conclude() -> None:
