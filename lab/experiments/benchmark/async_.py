@@ -10,13 +10,16 @@ the ratio's whole 95% CI above 1.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
 from lab.errors import NothingMeasured
-from lab.experiments.benchmark.sync import BENCHMARK
+from lab.experiments.benchmark import sync
+from lab.experiments.benchmark.sync import (
+    BENCHMARK,  # the same grid: systems x models x workers
+)
 from lab.experiments.evidence import best_ratio, ratio_status, succeeded, where
 from lab.experiments.verdicts import Status, Verdict
 
@@ -49,15 +52,7 @@ TABLE_COLUMNS = [
 ]
 
 
-def points(p: Mapping[str, Any], systems: Sequence[str]) -> list[dict[str, Any]]:
-    from lab.experiments.points import grid
-
-    return grid(
-        system=list(systems),
-        model=list(p["models"]),
-        workers=list(p["workers"]),
-        batch_size=p["batch_size"],
-    )
+points = sync.points  # the same grid as sync SGD: systems x models x workers
 
 
 def table(summary: pd.DataFrame) -> pd.DataFrame:

@@ -90,15 +90,12 @@ def run_sweep(points: Iterable[Mapping[str, Any]], view: Any = "auto", rerun: bo
     Raises:
         NothingMeasured: no point succeeded, or (in a batch run) one failed.
     """
-    from lab.experiments.batch import in_batch
+    from lab.experiments.batch import require_measured
     from lab.metrics import Sweep
 
     sweep = Sweep(EXPERIMENT, list(points), lambda p: launch_point(p, view), key=KEY, retries=1)
-    summary = sweep.run(rerun=rerun)
+    summary = require_measured(sweep.run(rerun=rerun), EXPERIMENT)
     ok = summary[summary["state"] == "succeeded"]
-    failed = len(summary) - len(ok)
-    if ok.empty or (in_batch() and failed):
-        raise NothingMeasured(f"{failed} of {len(summary)} PS-bottleneck points failed")
     return ok.reset_index(drop=True)
 
 
