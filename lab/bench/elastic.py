@@ -39,7 +39,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from lab.bench.flags import check_training, parse_checked, training_parser
+from lab.bench.flags import check_training, parse_checked, training_config, training_parser
 from lab.errors import ParameterError
 from lab.metrics.records import emit
 
@@ -211,24 +211,10 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Any, float, int, str]
 
 
 def _configure(ns: argparse.Namespace) -> tuple[Any, float, int, str]:
-    from lab.bench.synthetic import Config
-
     model, image_size = check_training(ns, ("commit-every", ns.commit_every, 1))
     if not ns.duration >= 0:
         raise ParameterError("duration", ns.duration, "seconds >= 0")
-    cfg = Config(
-        model=model,
-        batch_size=ns.batch_size,
-        image_size=image_size,
-        num_classes=ns.num_classes,
-        warmup_steps=ns.warmup_steps,
-        steps=ns.steps,
-        optimizer=ns.optimizer,
-        lr=ns.lr,
-        seed=ns.seed,
-        backend=BACKEND,
-        threads=ns.threads,
-    )
+    cfg = training_config(ns, model, image_size, BACKEND)
     return cfg, ns.duration, ns.commit_every, ns.stop_file
 
 

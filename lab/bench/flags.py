@@ -66,6 +66,29 @@ def check_training(ns: argparse.Namespace, *at_least: tuple[str, int, int]) -> t
     return spec.name, image_size
 
 
+def training_config(
+    ns: argparse.Namespace, model: str, image_size: int, backend: str, **more: Any
+) -> Any:
+    """The synthetic workload's Config from the shared flags (checked by ``check_training``
+    or ``check_counts``) and a backend; ``more`` sets its other fields."""
+    from lab.bench.synthetic import Config
+
+    return Config(
+        model=model,
+        batch_size=ns.batch_size,
+        image_size=image_size,
+        num_classes=ns.num_classes,
+        warmup_steps=ns.warmup_steps,
+        steps=ns.steps,
+        optimizer=ns.optimizer,
+        lr=ns.lr,
+        seed=ns.seed,
+        backend=backend,
+        threads=ns.threads,
+        **more,
+    )
+
+
 def check_counts(ns: argparse.Namespace, *at_least: tuple[str, int, int]) -> None:
     """The shared count flags and learning rate, without a model (e.g. a regression task)."""
     require_at_least(

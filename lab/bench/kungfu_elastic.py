@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from lab.bench.flags import check_training, parse_checked
+from lab.bench.flags import check_training, parse_checked, training_config
 from lab.errors import ParameterError
 from lab.metrics.records import emit
 
@@ -145,23 +145,9 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Any, dict[int, int]]:
 
 
 def _configure(ns: Any) -> tuple[Any, dict[int, int]]:
-    from lab.bench.synthetic import Config
-
     model, image_size = check_training(ns)
     schedule = parse_schedule(ns.schedule)
-    cfg = Config(
-        model=model,
-        batch_size=ns.batch_size,
-        image_size=image_size,
-        num_classes=ns.num_classes,
-        warmup_steps=ns.warmup_steps,
-        steps=ns.steps,
-        optimizer=ns.optimizer,
-        lr=ns.lr,
-        seed=ns.seed,
-        backend=BACKEND,
-        threads=ns.threads,
-    )
+    cfg = training_config(ns, model, image_size, BACKEND)
     return cfg, schedule
 
 

@@ -45,7 +45,13 @@ from typing import Any
 
 import numpy as np
 
-from lab.bench.flags import check_counts, check_training, parse_checked, training_parser
+from lab.bench.flags import (
+    check_counts,
+    check_training,
+    parse_checked,
+    training_config,
+    training_parser,
+)
 from lab.errors import ParameterError
 
 MODES = ("pair", "sync")
@@ -359,8 +365,6 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Any, Options]:
 
 
 def _configure(ns: argparse.Namespace) -> tuple[Any, Options]:
-    from lab.bench.synthetic import Config
-
     extra = (("features", ns.features, 1), ("samples", ns.samples, 1))
     if ns.task == "regression":
         model, image_size = REGRESSION_MODEL, 0
@@ -369,20 +373,7 @@ def _configure(ns: argparse.Namespace) -> tuple[Any, Options]:
         model, image_size = check_training(ns, *extra)
     if not ns.noise >= 0:
         raise ParameterError("noise", ns.noise, "a number >= 0")
-    cfg = Config(
-        model=model,
-        batch_size=ns.batch_size,
-        image_size=image_size,
-        num_classes=ns.num_classes,
-        warmup_steps=ns.warmup_steps,
-        steps=ns.steps,
-        optimizer=ns.optimizer,
-        lr=ns.lr,
-        seed=ns.seed,
-        backend=BACKEND[ns.mode],
-        threads=ns.threads,
-        data=ns.task,
-    )
+    cfg = training_config(ns, model, image_size, BACKEND[ns.mode], data=ns.task)
     return cfg, Options(ns.mode, ns.task, ns.features, ns.samples, ns.noise)
 
 
