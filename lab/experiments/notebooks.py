@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -109,6 +110,7 @@ def run_notebook(
     error = ""
     previous = os.environ.get(BATCH_ENV)
     os.environ[BATCH_ENV] = "1"  # the kernel inherits it: nothing measured fails the run
+    sockets = tempfile.TemporaryDirectory(prefix="distlab-kernel-")
     try:
         papermill.execute_notebook(
             str(notebook),
@@ -120,11 +122,12 @@ def run_notebook(
             request_save_on_cell_execute=True,
             execution_timeout=int(timeout),
             log_output=False,
-            config=_kernel_config(),
+            config=_kernel_config(Path(sockets.name)),
         )
     except Exception as e:  # papermill raises after saving what it has
         error = _short_error(e)
     finally:
+        sockets.cleanup()
         if previous is None:
             os.environ.pop(BATCH_ENV, None)
         else:
@@ -168,12 +171,14 @@ def check_parameters(notebooks: Iterable[Path], parameters: Mapping[str, Any]) -
             )
 
 
-def _kernel_config() -> Any:
-    """The kernel talks to papermill over IPC (Unix sockets under JUPYTER_RUNTIME_DIR), not
-    plain TCP on loopback: ipykernel warns about unencrypted TCP in every notebook run."""
+def _kernel_config(sockets: Path) -> Any:
+    """The kernel talks to papermill over IPC (Unix sockets in ``sockets``, a temporary
+    folder), not plain TCP on loopback: ipykernel warns about unencrypted TCP in every
+    notebook run. Without an absolute ``ip`` the sockets would land in the kernel's working
+    directory, the notebook's folder, and stay there when a kernel is killed."""
     from traitlets.config import Config
 
-    return Config({"KernelManager": {"transport": "ipc"}})
+    return Config({"KernelManager": {"transport": "ipc", "ip": str(sockets / "kernel-ipc")}})
 
 
 def run_notebooks(

@@ -15,7 +15,9 @@ def test_kernel_runs_without_the_tcp_transport_warning(tmp_path: Path, capfd) ->
     nb = nbformat.v4.new_notebook()
     params = nbformat.v4.new_code_cell('scale = "smoke"\ncluster = "local"')
     params.metadata["tags"] = ["parameters"]
-    nb.cells = [params, nbformat.v4.new_code_cell("print('ran', 6 * 7)")]
+    where = "import json\nfrom ipykernel.connect import get_connection_info\n"
+    where += "print(json.loads(get_connection_info())['ip'])"
+    nb.cells = [params, nbformat.v4.new_code_cell(where), nbformat.v4.new_code_cell("print(42)")]
     nb.metadata["kernelspec"] = {
         "name": "python3",
         "display_name": "Python 3",
@@ -26,7 +28,10 @@ def test_kernel_runs_without_the_tcp_transport_warning(tmp_path: Path, capfd) ->
     result = run_notebook(src, tmp_path / "out.ipynb", {"scale": "smoke"})
     assert result.ok, result.error
     executed = nbformat.read(tmp_path / "out.ipynb", as_version=4)
-    assert executed.cells[-1].outputs[0]["text"] == "ran 42\n"
+    assert executed.cells[-1].outputs[0]["text"] == "42\n"
+    sockets = Path(executed.cells[-2].outputs[0]["text"].strip())
+    assert sockets.is_absolute() and tmp_path not in sockets.parents  # not beside the notebook
+    assert not sockets.parent.exists()  # its temporary folder is gone
     err = capfd.readouterr().err
     assert "without encryption" not in err  # ipykernel's warning for a plain-TCP kernel
     assert not list(tmp_path.glob("*-ipc*"))  # the kernel's sockets were cleaned up
