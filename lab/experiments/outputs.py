@@ -2,8 +2,9 @@
 
 ``conclude`` writes ``results/verdicts/<room>/<figure>.json`` every time (the verdict as
 data), and in a batch run (or when asked) the figure as standalone HTML under
-``results/figures/<room>/<figure>.html`` with the runs behind it in its metadata; it
-prints the verdict sentence, rendered from the same record, so the two cannot disagree.
+``results/figures/<room>/<figure>.html`` with the runs behind it in its metadata, and as
+plotly JSON from which ``render_pngs`` makes its image (the report does, for every figure
+at once); it prints the verdict sentence, rendered from the same record, so the two cannot disagree.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from lab.experiments.verdicts import Status, Verdict, save_verdict
 from lab.metrics.layout import results_root
 
 log = logging.getLogger(__name__)
+FIGURE_JSON = ".plotly.json"  # a saved figure as data, from which its PNG is rendered
 
 
 def slug(text: str) -> str:
@@ -93,25 +95,41 @@ def conclude(
         figure.write_html(out, include_plotlyjs=True, full_html=True)
         runs = sorted({r for v in many for r in v.runs})
         out.with_suffix(".runs.json").write_text(json.dumps(runs, indent=1) + "\n")
-        write_png(figure, out.with_suffix(".png"))
+        figure.write_json(out.with_suffix(FIGURE_JSON))  # its PNG: render_pngs, all at once
         log.info("figure written to %s", out)
     for v in many:
         print(v.sentence())
     return verdict if isinstance(verdict, Verdict) else many
 
 
-def write_png(figure: Any, path: Path) -> bool:
-    """A static image of the figure through kaleido and the system's Chromium; False (with
-    a warning) where they are missing, so a machine without a browser still gets HTML."""
+def render_pngs(figures: Path) -> list[Path]:
+    """A static image beside every saved figure under ``figures`` whose PNG is missing or
+    older than its figure, rendered through kaleido and the system's Chromium in one browser
+    session (a browser start per figure cost seconds in every notebook). Returns the PNGs
+    written; none (with a warning) where kaleido or a browser is missing: the HTML stands."""
     import os
     import shutil
 
+    import plotly.io as pio
+
+    stale = [
+        j
+        for j in sorted(figures.glob(f"**/*{FIGURE_JSON}"))
+        if not _png_of(j).is_file() or _png_of(j).stat().st_mtime < j.stat().st_mtime
+    ]
+    if not stale:
+        return []
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser:
         os.environ.setdefault("BROWSER_PATH", browser)
+    pngs = [_png_of(j) for j in stale]
     try:
-        figure.write_image(path, width=900, height=520)
+        pio.write_images([pio.read_json(j) for j in stale], pngs, width=900, height=520)
     except Exception as exc:  # kaleido or a browser missing: the HTML still stands
-        log.warning("no PNG for %s (%s)", path.name, exc)
-        return False
-    return True
+        log.warning("no PNGs for %d figures (%s)", len(stale), exc)
+        return []
+    return pngs
+
+
+def _png_of(figure_json: Path) -> Path:
+    return figure_json.with_name(figure_json.name.removesuffix(FIGURE_JSON) + ".png")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.experiments.catalog import FIGURES, FigureEntry, readme_table
-from lab.experiments.outputs import slug
+from lab.experiments.outputs import render_pngs, slug
 from lab.experiments.verdicts import Status
 from lab.metrics.layout import results_root
 
@@ -136,6 +136,7 @@ def write_report(results: str | Path | None = None) -> Path:
     """Build ``<results>/report.html`` from what ``results/`` holds; return its path."""
     root = results_root(results)
     root.mkdir(parents=True, exist_ok=True)
+    render_pngs(root / "figures")
     out = root / REPORT_NAME
     out.write_text(render(collect(root)), encoding="utf-8")
     return out
