@@ -139,7 +139,9 @@ def launch(
             shutil.rmtree(run_dir, ignore_errors=True)  # nothing ran: leave no run behind
             raise
         injector = FaultInjector(plan, up) if plan else None
+        gate = _startup_shares(up)
         watchers = [*observers, *_host_monitor(up), *([injector] if injector else [])]
+        watchers += [gate] if gate else []
         supervisor = Supervisor(
             specs,
             runner,
@@ -160,7 +162,8 @@ def launch(
             with _host_sampling(up, run_dir):
                 result = supervisor.run()
         finally:
-            rundir.write_manifest(run_dir, git=git())
+            shares = {"cpu_shares": gate.summary()} if gate else {}
+            rundir.write_manifest(run_dir, git=git(), **shares)
     if check and not result.ok:
         err = RanksFailed(list(result.failures), str(run_dir), result.reason, result.exit_code)
         err.result = result  # type: ignore[attr-defined]
@@ -270,6 +273,17 @@ def _host_monitor(cluster: Cluster) -> list[RunObserver]:
     from lab.cluster.emulation.monitor import HostMonitor
 
     return [HostMonitor(emulation)]
+
+
+def _startup_shares(cluster: Cluster) -> Any:
+    """Emulated hosts start at full speed and get their CPU shares once the job is up
+    (lab.cluster.emulation.startup), unless the profile says ``startup: share``."""
+    emulation = cluster.extra.get("emulation") if cluster.emulated else None
+    if not emulation or emulation.get("startup", "full") != "full":
+        return None
+    from lab.cluster.emulation.startup import StartupShares
+
+    return StartupShares(emulation)
 
 
 def _in_namespace(spec: ProcessSpec) -> ProcessSpec:

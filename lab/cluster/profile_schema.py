@@ -79,6 +79,7 @@ PROFILE_SCHEMA: dict[str, Any] = {
                 "subnet": _STR,
                 "sshd": {"type": "boolean"},
                 "fair": {"type": ["boolean", "object"]},  # lab.cluster.emulation.fair
+                "startup": _STR,  # lab.cluster.emulation.startup
             },
         },
     },

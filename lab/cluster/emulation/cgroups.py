@@ -50,16 +50,21 @@ class CgroupDriver:
             twin.mkdir(exist_ok=True)
         if self.version == 2:
             _enable_cpu(path.parent)
-        quota = None if cpu is None else max(1000, round(cpu * PERIOD_US))
         if self.version == 1:
             (path / "cpu.shares").write_text(str(1024 * weight))
-            if quota is not None:
-                (path / "cpu.cfs_period_us").write_text(str(PERIOD_US))
-                (path / "cpu.cfs_quota_us").write_text(str(quota))
         else:
             (path / "cpu.weight").write_text(str(min(10_000, 100 * weight)))
-            if quota is not None:
-                (path / "cpu.max").write_text(f"{quota} {PERIOD_US}")
+        if cpu is not None:
+            self.set_quota(path, cpu)
+
+    def set_quota(self, path: Path, cpu: float | None) -> None:
+        """Cap ``path`` at ``cpu`` cores, or lift its cap (None)."""
+        quota = None if cpu is None else max(1000, round(cpu * PERIOD_US))
+        if self.version == 1:
+            (path / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+            (path / "cpu.cfs_quota_us").write_text(str(-1 if quota is None else quota))
+        else:
+            (path / "cpu.max").write_text(f"{'max' if quota is None else quota} {PERIOD_US}")
 
     def procs(self, path: Path) -> list[int]:
         try:

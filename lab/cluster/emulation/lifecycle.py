@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from lab.cluster.emulation import cgroups, fair, netns, shaping, state
+from lab.cluster.emulation import cgroups, fair, netns, shaping, startup, state
 from lab.cluster.emulation.spec import HostSpec, host_specs, requested_subnet
 from lab.cluster.inventory import Cluster, Host
 from lab.errors import LaunchError
@@ -199,6 +199,7 @@ def _build(
             "tag": rec.tag, "subnet": rec.subnet, "bridge": rec.bridge,
             "bridge_address": str(bridge_ip), "cgroup_version": driver.version,
             "latency_emulated": latency_ok, "fair": fair_setting, "hosts": info,
+            "startup": startup.check_startup((cluster.emulated or {}).get("startup")),
         },
     }  # fmt: skip
     return replace(cluster, hosts=tuple(hosts), extra=extra)

@@ -12,13 +12,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from lab.cluster.emulation.fair import check_fair
+from lab.cluster.emulation.startup import check_startup
 from lab.errors import ParameterError
 
 _RATE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmgt]?)(bit|bps)?\s*$", re.I)
 _TIME_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(s|ms|us|µs)?\s*$", re.I)
 _RATE_SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
 _TIME_SCALE = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
-KNOWN_KEYS = frozenset({"hosts", "slots", "cpu", "link", "overrides", "subnet", "sshd", "fair"})
+KNOWN_KEYS = frozenset(
+    {"hosts", "slots", "cpu", "link", "overrides", "subnet", "sshd", "fair", "startup"}
+)
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ def host_specs(emulated: dict[str, Any], names: list[str]) -> list[HostSpec]:
     if unknown:
         raise ParameterError("emulated", sorted(unknown), f"keys among {sorted(KNOWN_KEYS)}")
     check_fair(emulated.get("fair"))
+    check_startup(emulated.get("startup"))
     overrides = emulated.get("overrides") or {}
     stray = set(overrides) - set(names)
     if stray:

@@ -1,0 +1,89 @@
+"""Emulated hosts start their ranks at full speed and get their CPU share once the job is up.
+
+An emulated host's CPU share stands for its accelerator's speed. Starting a rank (importing
+TensorFlow, building the model) runs on a GPU node's host CPU, which the share does not
+describe: at 0.1-0.4 of a core TensorFlow's import alone took 15-50 s here, most of a
+smoke-scale run. So while a run starts every host's quota is lifted (the hosts still
+compete by their cgroup weights), and the shares apply at the job's first record — every
+engine prints it after its rendezvous, so the ranks are up — or after ``limit`` seconds,
+whichever comes first. Steps, and so every measured throughput, run under the shares.
+The profile's ``emulated.startup: share`` keeps the shares from the first instruction.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from lab.cluster.emulation.cgroups import CgroupDriver
+from lab.errors import ParameterError
+from lab.metrics.records import PREFIX
+
+log = logging.getLogger(__name__)
+STARTUPS = ("full", "share")
+LIMIT_S = 120.0  # a job that prints no record gets its shares this long after its start
+
+
+def check_startup(value: Any) -> str:
+    """The profile's ``startup`` entry: ``full`` (default) or ``share``."""
+    if value is None:
+        return "full"
+    if value not in STARTUPS:
+        raise ParameterError("emulated.startup", value, ", ".join(STARTUPS))
+    return str(value)
+
+
+class StartupShares:
+    """A run observer that lifts the hosts' quotas at the start and restores them at the
+    job's first record (or ``limit`` s, or the run's end); ``summary`` says when."""
+
+    def __init__(self, emulation: Mapping[str, Any], limit: float = LIMIT_S) -> None:
+        self._driver = CgroupDriver(int(emulation.get("cgroup_version", 1)), Path("/"))
+        hosts = emulation.get("hosts") or {}
+        self._shares = {
+            Path(h["cgroup"]): h.get("cpu") for h in hosts.values() if h.get("cpu") is not None
+        }
+        self._limit = limit
+        self._lock = threading.Lock()
+        self._started = 0.0
+        self._applied: tuple[float, str] | None = None
+        self._timer: threading.Timer | None = None
+
+    def on_start(self, run_dir: str, ranks: Sequence[int], control: Any) -> None:
+        self._started = time.monotonic()
+        for group in self._shares:
+            self._driver.set_quota(group, None)
+        self._timer = threading.Timer(self._limit, self.apply, args=("limit",))
+        self._timer.daemon = True
+        self._timer.start()
+
+    def on_line(self, line: Any) -> None:
+        if self._applied is None and PREFIX in line.text:
+            self.apply("first record")
+
+    def on_end(self, state: str, exit_code: int, rank_exit_codes: Mapping[int, Any]) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self.apply("end")
+
+    def apply(self, why: str) -> None:
+        """Give every host its share (once)."""
+        with self._lock:
+            if self._applied is not None:
+                return
+            self._applied = (time.monotonic() - self._started, why)
+            for group, cpu in self._shares.items():
+                try:
+                    self._driver.set_quota(group, cpu)
+                except OSError as e:  # the run may be tearing the cluster down
+                    log.warning("could not set %s's share: %s", group.name, e)
+
+    def summary(self) -> dict[str, Any]:
+        """For the manifest: when the shares applied, and why."""
+        after, why = self._applied or (None, "never")
+        return {"startup": "full", "after_s": None if after is None else round(after, 3),
+                "why": why}  # fmt: skip

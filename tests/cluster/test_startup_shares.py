@@ -1,0 +1,61 @@
+"""Emulated hosts start at full speed; their CPU shares apply from the job's first record."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from lab.cluster import emulation, launch
+from lab.cluster.emulation.startup import check_startup
+from lab.cluster.inventory import cluster_from_dict
+from lab.errors import ParameterError
+
+WHY = emulation.missing()
+needs_root = pytest.mark.skipif(WHY is not None, reason=WHY or "")
+PROBE = str(Path(__file__).parents[1] / "bin" / "spin_then_record.py")
+
+
+def test_startup_setting_is_checked() -> None:
+    assert check_startup(None) == "full" and check_startup("share") == "share"
+    with pytest.raises(ParameterError, match=r"emulated\.startup"):
+        check_startup("fast")
+
+
+def _throttling(startup: str | None, tmp_path: Path) -> tuple[list[int], list[int], dict]:
+    """nr_throttled of the host's samples before and after the rank's record."""
+    emulated = {"hosts": 1, "cpu": 0.25, **({"startup": startup} if startup else {})}
+    cluster = cluster_from_dict({"name": "startup", "emulated": emulated}, "startup")
+    result = launch([sys.executable, PROBE, "1.5"], np=1, cluster=cluster, view=None,
+                    experiment="startup", results_root=tmp_path, timeout=60)  # fmt: skip
+    log = (result.run_dir / "rank-0.log").read_text()
+    record_at = json.loads(log.split("@lab ", 1)[1].splitlines()[0])["time"]
+    samples = [json.loads(x) for x in (result.run_dir / "hosts.jsonl").read_text().splitlines()]
+    h1 = [s for s in samples if s.get("host") == "h1"]
+    before = [s["nr_throttled"] for s in h1 if s["time"] < record_at - 0.2]
+    after = [s["nr_throttled"] for s in h1 if s["time"] > record_at + 0.5]
+    return before, after, json.loads((result.run_dir / "manifest.json").read_text())
+
+
+@needs_root
+@pytest.mark.root
+@pytest.mark.timeout(120)
+def test_shares_apply_at_the_first_record(tmp_path: Path) -> None:
+    """A rank spinning on a 0.25-core host is never throttled before its first record and
+    is throttled after it."""
+    before, after, manifest = _throttling(None, tmp_path)
+    assert before and set(before) == {0}
+    assert after and after[-1] > 3
+    shares = manifest["cpu_shares"]
+    assert shares["why"] == "first record" and 1.0 <= shares["after_s"] < 30
+
+
+@needs_root
+@pytest.mark.root
+@pytest.mark.timeout(120)
+def test_startup_share_keeps_the_cap_from_the_start(tmp_path: Path) -> None:
+    before, _, manifest = _throttling("share", tmp_path)
+    assert before and before[-1] > 3  # throttled while it started
+    assert "cpu_shares" not in manifest
