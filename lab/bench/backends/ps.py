@@ -39,7 +39,7 @@ import socket
 import sys
 import time
 import traceback
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from lab.bench.backends import checkpoints, common
 from lab.bench.models import build_model, count_params
@@ -143,27 +143,30 @@ def serve(tf: Any, cfg: Config, cluster: dict[str, Any], role: str, index: int) 
     return code
 
 
-def run(cfg: Config) -> int:
+def run(cfg: Config) -> NoReturn:
     os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")  # as TF's PS guide asks
     cluster, role, index = read_tf_config()
     tf = common.setup_tensorflow(cfg.threads)
     if role != "chief":
-        code = serve(tf, cfg, cluster, role, index)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)  # the gRPC server cannot be stopped; its threads would keep us alive
+        _exit(serve(tf, cfg, cluster, role, index))
     try:
-        code = train(tf, cfg, cluster)
+        train(tf, cfg, cluster)
     except Exception:  # the coordinator's threads would keep a failed chief alive
         traceback.print_exc()
-        code = 1
+        _exit(1)
+
+
+def _exit(code: int) -> NoReturn:
+    """Flush and end the process now: the coordinator's threads (chief) or the gRPC
+    server (other tasks) would otherwise outlive the run."""
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(code)  # the coordinator's threads would otherwise outlive the run
+    os._exit(code)
 
 
-def train(tf: Any, cfg: Config, cluster: dict[str, Any]) -> int:
-    """The chief: build, schedule every worker's steps, and report as they finish."""
+def train(tf: Any, cfg: Config, cluster: dict[str, Any]) -> NoReturn:
+    """The chief: build, schedule every worker's steps, report as they finish, and end
+    the process."""
     workers = len(cluster["worker"])
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     partitioner = None
@@ -238,4 +241,7 @@ def train(tf: Any, cfg: Config, cluster: dict[str, Any]) -> int:
     coordinator.join()
     rep.rank = 0
     rep.summary(steps_per_worker={str(w): n for w, n in sorted(done.items())}, reporter="chief")
-    return 0
+    # Exit here, not by returning: freeing this frame's tf.functions makes each one's
+    # __del__ ask every remote worker to drop it, which held the chief 10-60 s after its
+    # summary (seen in py-spy: Context.remove_function).
+    _exit(0)
