@@ -172,8 +172,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     _step_record(rank, cfg, total - 1, end - starts[-1], losses[-1])
     rates = [cfg.batch_size / (b - a) for a, b in zip(starts, [*starts[1:], end], strict=True)]
     timed = rates[cfg.warmup_steps :]
+    timed_s = end - starts[cfg.warmup_steps]
+    wire_bytes = 0
+    if wire is not None:
+        wire_bytes = sum(n for st, n in wire.sent_bytes.items() if st >= cfg.warmup_steps)
     emit("summary", rank=rank, world_size=world, img_per_sec=round(sum(timed) / len(timed), 3),
-         steps=len(timed), unit="img/sec per rank", schedule=cfg.schedule)  # fmt: skip
+         steps=len(timed), unit="img/sec per rank", schedule=cfg.schedule,
+         timed_seconds=round(timed_s, 6), wire_bytes_sent=wire_bytes,
+         wire_bytes_per_s=round(wire_bytes / timed_s, 1))  # fmt: skip
     _emit_trace(rank, cfg, trace, keys, tensors)
     if cfg.dump:
         Path(cfg.dump).mkdir(parents=True, exist_ok=True)
