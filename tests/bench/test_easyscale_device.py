@@ -123,3 +123,35 @@ def test_a_torchvision_model_runs_as_ests_bit_for_bit_on_either_placement(tmp_pa
     assert len(one) == len(two) == 4
     assert list(one["loss_hex"]) == list(two["loss_hex"])
     assert list(step_digests(runs[0])) == list(step_digests(runs[1]))
+
+
+def test_d1_on_cuda_replacements_compute_the_same_mathematics() -> None:
+    """The stand-ins D1 uses on CUDA (no deterministic GPU kernel for AdaptiveAvgPool2d's
+    backward or NLLLoss) give torch's values and gradients, checked on the CPU."""
+    import copy
+
+    import torch
+
+    from lab.bench import vision_models
+    from lab.bench.easyscale import cuda_d1
+
+    torch.manual_seed(0)
+    model = vision_models.build("resnet18", num_classes=10).eval()
+    swapped = copy.deepcopy(model)
+    assert cuda_d1.replace_pooling(swapped) == 1
+    assert not any(isinstance(m, torch.nn.AdaptiveAvgPool2d) for m in swapped.modules())
+    x, y = torch.randn(2, 3, 32, 32), torch.tensor([3, 7])
+    ref = torch.nn.functional.cross_entropy(model(x), y)
+    got = cuda_d1.cross_entropy(swapped(x), y)
+    torch.testing.assert_close(got, ref)
+    ref.backward()
+    got.backward()
+    for a, b in zip(model.parameters(), swapped.parameters(), strict=True):
+        torch.testing.assert_close(b.grad, a.grad)
+    pool = cuda_d1.pooling_module()((7, 7))
+    z = torch.randn(1, 2, 14, 14)
+    torch.testing.assert_close(pool(z), torch.nn.functional.adaptive_avg_pool2d(z, 7))
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert cuda_d1.loss_function(cuda, True) is cuda_d1.cross_entropy
+    assert cuda_d1.loss_function(cpu, True) is torch.nn.functional.cross_entropy
+    assert cuda_d1.loss_function(cuda, False) is torch.nn.functional.cross_entropy

@@ -16,7 +16,7 @@ from lab.bench.easyscale import context as ctxmod
 from lab.bench.easyscale import sync
 from lab.bench.easyscale.config import Config
 from lab.bench.easyscale.device import clock
-from lab.bench.easyscale.runtime import job_model, make_optimizer
+from lab.bench.easyscale.runtime import job_model, loss_of, make_optimizer
 from lab.bench.easyscale.workload import Cursor, SyntheticImages, next_batch
 from lab.metrics.records import emit
 
@@ -28,6 +28,7 @@ def run_ddp(cfg: Config, rank: int, device: Any = None) -> None:
 
     device = torch.device("cpu") if device is None else device
     model = job_model(cfg, device)
+    criterion = loss_of(cfg, device)
     opt = make_optimizer(list(model.parameters()), cfg)
     ids = [device.index] if device.type == "cuda" else None
     net = DistributedDataParallel(model, device_ids=ids, broadcast_buffers=False)
@@ -42,7 +43,7 @@ def run_ddp(cfg: Config, rank: int, device: Any = None) -> None:
         x, y = x.to(device), y.to(device)
         opt.zero_grad(set_to_none=True)
         t1 = clock(device)
-        loss = torch.nn.functional.cross_entropy(net(x), y)
+        loss = criterion(net(x), y)
         loss.backward()
         opt.step()
         end = clock(device)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from lab.bench.easyscale import context as ctxmod
-from lab.bench.easyscale import sync
+from lab.bench.easyscale import cuda_d1, sync
 from lab.bench.easyscale.config import Config, parse_level
 from lab.bench.easyscale.device import clock
 from lab.bench.easyscale.workload import Cursor, SyntheticImages, build_model, next_batch
@@ -31,10 +31,20 @@ def make_optimizer(params: list[Any], cfg: Config) -> Any:
 
 def job_model(cfg: Config, device: Any = None) -> Any:
     """The model every worker starts from (same seed everywhere, initialised on the CPU so
-    every device starts from the same bits), in training mode, on ``device``."""
+    every device starts from the same bits), in training mode, on ``device``; at D1 on CUDA
+    with deterministic pooling (``cuda_d1``)."""
     ctxmod.seed_all(cfg.seed)
     model = build_model(cfg).train()
-    return model if device is None else model.to(device)
+    if device is None:
+        return model
+    if device.type == "cuda" and parse_level(cfg.level)[0]:
+        cuda_d1.replace_pooling(model)
+    return model.to(device)
+
+
+def loss_of(cfg: Config, device: Any) -> Any:
+    """The loss function of every worker of the job (``cuda_d1.loss_function``)."""
+    return cuda_d1.loss_function(device, parse_level(cfg.level)[0])
 
 
 def run_est(cfg: Config, rank: int, device: Any = None) -> None:
@@ -45,6 +55,7 @@ def run_est(cfg: Config, rank: int, device: Any = None) -> None:
     device = torch.device("cpu") if device is None else device
     d1, _ = parse_level(cfg.level)
     model = job_model(cfg, device)
+    criterion = loss_of(cfg, device)
     params = list(model.parameters())
     opt = make_optimizer(params, cfg)
     data = SyntheticImages(cfg)
@@ -71,7 +82,7 @@ def run_est(cfg: Config, rank: int, device: Any = None) -> None:
             x, y = x.to(device), y.to(device)
             for p in params:
                 p.grad = None
-            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss = criterion(model(x), y)
             loss.backward()
             t2 = clock(device)
             ctx.keep_grad(params)
@@ -131,6 +142,7 @@ def run_plain(cfg: Config, rank: int, device: Any = None) -> None:
 
     device = torch.device("cpu") if device is None else device
     model = job_model(cfg, device)
+    criterion = loss_of(cfg, device)
     params = list(model.parameters())
     opt = make_optimizer(params, cfg)
     data = SyntheticImages(cfg)
@@ -142,7 +154,7 @@ def run_plain(cfg: Config, rank: int, device: Any = None) -> None:
         for worker, cursor in enumerate(cursors):
             x, y = next_batch(data, cfg, worker, cursor)
             x, y = x.to(device), y.to(device)
-            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss = criterion(model(x), y)
             loss.backward()
         for p in params:
             p.grad /= cfg.ests
