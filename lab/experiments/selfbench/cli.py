@@ -56,7 +56,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--launchers", default="local,mpi", help="comma-separated (default local,mpi)")
     p.add_argument("--est-steps", type=int, default=20, help="mini-batches per run (easyscale)")
     p.add_argument("--est-repeats", type=int, default=2, help="runs per variant (easyscale)")
-    p.add_argument("--p3-repeats", type=int, default=3, help="runs per schedule (p3, loopback)")
+    p.add_argument("--p3-repeats", type=int, default=5, help="runs per schedule (p3, loopback)")
     p.add_argument("--p3-steps", type=int, default=8, help="timed steps per run (p3, loopback)")
     p.add_argument("--p3-rate", default="200mbit", help="shaped link rate (p3, emulated)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds any one run may take")
@@ -235,6 +235,9 @@ def p3_table(data: dict[str, Any]) -> str:
         f"baseline {cost['baseline_img_per_s']:>9.1f} img/s   p3 {cost['p3_img_per_s']:>9.1f} img/s"
         f"   p3 slower by {cost['slowdown']:+.2%} (target <= {cost['target_slowdown']:.0%}: {met})",
     ]
+    if cost.get("slowdown_per_repeat"):
+        each = ", ".join(f"{x:+.1%}" for x in cost["slowdown_per_repeat"])
+        rows.append(f"p3 slower by, per repeat: {each}")
     p = link["params"]
     if "skipped" in link:
         rows.append(f"link rate on {p['cluster']}: skipped ({link['skipped']})")

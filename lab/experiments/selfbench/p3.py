@@ -3,8 +3,9 @@
 - ``scheduling_cost``: p3 against baseline on loopback (two local ranks, no shaping), where
   the network is fast and priority has nothing to win, so any difference is the cost of
   slicing, priority queues and one message in flight. Target: p3 at most 3% slower.
-  Schedules alternate run by run (baseline, p3, baseline, ...), so a machine that gets
-  busier shifts both alike; the medians over repeats are compared.
+  Schedules alternate run by run (baseline, p3, p3, baseline, ...), so a machine that gets
+  busier shifts both alike; the medians over repeats are compared, and each repeat's pair
+  and the range are kept, since on a shared machine one run can be far off.
 - ``link_rate``: the payload bytes per second each host's parameter-server traffic
   achieves on an emulated 2-host cluster whose links are shaped to a known rate (tc; needs
   root), against that rate. Payload only (headers of 24 bytes per message included, TCP/IP
@@ -93,6 +94,10 @@ def scheduling_cost(
             )
     med = {s: statistics.median(r["img_per_s"] for r in rs) for s, rs in runs.items()}
     slowdown = med["baseline"] / med["p3"] - 1
+    pairs = [
+        b["img_per_s"] / p["img_per_s"] - 1
+        for b, p in zip(runs["baseline"], runs["p3"], strict=True)
+    ]
     return {
         "params": {
             "repeats": repeats,
@@ -106,6 +111,11 @@ def scheduling_cost(
         "baseline_img_per_s": med["baseline"],
         "p3_img_per_s": med["p3"],
         "slowdown": slowdown,
+        "slowdown_per_repeat": pairs,
+        "spread_img_per_s": {
+            s: [min(r["img_per_s"] for r in rs), max(r["img_per_s"] for r in rs)]
+            for s, rs in runs.items()
+        },
         "target_slowdown": TARGET_SLOWDOWN,
         "met_target": bool(slowdown <= TARGET_SLOWDOWN),
         "runs": runs,
