@@ -27,6 +27,7 @@ def test_scheduling_cost_measures_both_schedules_and_counts_every_payload_byte(
     want = data["baseline_img_per_s"] / data["p3_img_per_s"] - 1
     assert data["slowdown"] == pytest.approx(want)
     assert data["met_target"] == (data["slowdown"] <= 0.03)
+    assert data["baseline_cpu_s_per_step"] > 0 and data["p3_cpu_s_per_step"] > 0
     for schedule in ("baseline", "p3"):
         df = load_run(data["runs"][schedule][0]["run"])
         params = int(df[df["kind"] == "header"]["params"].iloc[0])

@@ -238,6 +238,11 @@ def p3_table(data: dict[str, Any]) -> str:
     if cost.get("slowdown_per_repeat"):
         each = ", ".join(f"{x:+.1%}" for x in cost["slowdown_per_repeat"])
         rows.append(f"p3 slower by, per repeat: {each}")
+    if "cpu_overhead" in cost:
+        rows.append(
+            f"CPU s per step and rank (all threads): baseline {cost['baseline_cpu_s_per_step']:.3f}, "
+            f"p3 {cost['p3_cpu_s_per_step']:.3f}: p3 {cost['cpu_overhead']:+.2%}"
+        )
     p = link["params"]
     if "skipped" in link:
         rows.append(f"link rate on {p['cluster']}: skipped ({link['skipped']})")

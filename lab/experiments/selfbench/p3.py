@@ -5,7 +5,9 @@
   slicing, priority queues and one message in flight. Target: p3 at most 3% slower.
   Schedules alternate run by run (baseline, p3, p3, baseline, ...), so a machine that gets
   busier shifts both alike; the medians over repeats are compared, and each repeat's pair
-  and the range are kept, since on a shared machine one run can be far off.
+  and the range are kept, since on a shared machine one run can be far off. Beside the wall
+  clock, the CPU seconds per step and rank (all its threads): what the scheduling itself
+  costs, and far less moved by other processes competing for the cores.
 - ``link_rate``: the payload bytes per second each host's parameter-server traffic
   achieves on an emulated 2-host cluster whose links are shaped to a known rate (tc; needs
   root), against that rate. Payload only (headers of 24 bytes per message included, TCP/IP
@@ -89,11 +91,17 @@ def scheduling_cost(
                 results_root=results_root,
             )
             rows = _summaries(result.run_dir)
+            cpu = sum(float(r["cpu_seconds"]) for r in rows) / sum(int(r["steps"]) for r in rows)
             runs[schedule].append(
-                {"run": str(result.run_dir), "img_per_s": _throughput(rows, batch_size)}
+                {
+                    "run": str(result.run_dir),
+                    "img_per_s": _throughput(rows, batch_size),
+                    "cpu_s_per_step": cpu,
+                }
             )
     med = {s: statistics.median(r["img_per_s"] for r in rs) for s, rs in runs.items()}
     slowdown = med["baseline"] / med["p3"] - 1
+    cpu = {s: statistics.median(r["cpu_s_per_step"] for r in rs) for s, rs in runs.items()}
     pairs = [
         b["img_per_s"] / p["img_per_s"] - 1
         for b, p in zip(runs["baseline"], runs["p3"], strict=True)
@@ -112,6 +120,9 @@ def scheduling_cost(
         "p3_img_per_s": med["p3"],
         "slowdown": slowdown,
         "slowdown_per_repeat": pairs,
+        "baseline_cpu_s_per_step": cpu["baseline"],
+        "p3_cpu_s_per_step": cpu["p3"],
+        "cpu_overhead": cpu["p3"] / cpu["baseline"] - 1,
         "spread_img_per_s": {
             s: [min(r["img_per_s"] for r in rs), max(r["img_per_s"] for r in rs)]
             for s, rs in runs.items()
