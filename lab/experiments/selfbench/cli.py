@@ -240,7 +240,7 @@ def p3_table(data: dict[str, Any]) -> str:
         rows.append(f"p3 slower by, per repeat: {each}")
     if "cpu_overhead" in cost:
         rows.append(
-            f"CPU s per step and rank (all threads): baseline {cost['baseline_cpu_s_per_step']:.3f}, "
+            f"CPU s per step and rank: baseline {cost['baseline_cpu_s_per_step']:.3f}, "
             f"p3 {cost['p3_cpu_s_per_step']:.3f}: p3 {cost['cpu_overhead']:+.2%}"
         )
     p = link["params"]
