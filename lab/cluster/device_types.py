@@ -8,8 +8,16 @@ A profile may name kinds of devices and give each host one::
     hosts: [{name: node1, slots: 2, device_type: fast}, ...]
     host_device_types: {h2: slow}      # by host name; also for emulated hosts
 
+GPU kinds at paper scale name the accelerator and the GPU model the host carries::
+
+    device_types:
+      v100: {kind: cuda, gpu: V100}
+      p100: {kind: cuda, gpu: P100, threads: 4}
+
 Threads and ISA change the bits a CPU rank computes (as GPU models do); ``cpu`` is a share
-of cores, applied as the emulated host's cgroup quota, and changes only speed. Pure.
+of cores, applied as the emulated host's cgroup quota, and changes only speed. ``kind:
+cuda`` puts a rank on its host's GPU (threads and ISA then govern only its CPU side);
+``gpu`` is the model the hosts of that type carry, as the paper's figures name it. Pure.
 """
 
 from __future__ import annotations
@@ -21,6 +29,8 @@ from typing import Any
 from lab.errors import HostSpecError
 
 DEVICE_ISAS = ("native", "avx2", "avx512")
+DEVICE_KINDS = ("cpu", "cuda")
+_KEYS = {"threads", "isa", "cpu", "kind", "gpu"}
 
 
 @dataclass(frozen=True)
@@ -34,12 +44,16 @@ class DeviceType:
         threads: intra-op threads of each rank.
         isa: ``native``, ``avx2`` or ``avx512``: the ISA ATen and oneDNN may use.
         cpu: cores per host (emulated clusters), None for no limit.
+        kind: ``cpu`` (ranks compute on the CPU) or ``cuda`` (each on a GPU of its host).
+        gpu: the GPU model of a ``cuda`` type (``V100``), as the hosts carry it.
     """
 
     name: str
     threads: int = 1
     isa: str = "native"
     cpu: float | None = None
+    kind: str = "cpu"
+    gpu: str | None = None
 
 
 def parse_device_types(raw: Any, where: str) -> dict[str, DeviceType]:
@@ -51,11 +65,22 @@ def parse_device_types(raw: Any, where: str) -> dict[str, DeviceType]:
     out = {}
     for name, spec in raw.items():
         spec = spec or {}
-        unknown = set(spec) - {"threads", "isa", "cpu"} if isinstance(spec, dict) else {spec}
+        unknown = set(spec) - _KEYS if isinstance(spec, dict) else {spec}
         if unknown:
             raise HostSpecError(
                 f"cluster profile {where}: device_types.{name}: unknown keys {sorted(unknown)}; "
-                "allowed: threads, isa, cpu"
+                f"allowed: {', '.join(sorted(_KEYS))}"
+            )
+        kind = str(spec.get("kind", "cpu")).lower()
+        if kind not in DEVICE_KINDS:
+            raise HostSpecError(
+                f"cluster profile {where}: device_types.{name}.kind={kind!r}; "
+                f"allowed: {', '.join(DEVICE_KINDS)}"
+            )
+        gpu = spec.get("gpu")
+        if gpu is not None and kind != "cuda":
+            raise HostSpecError(
+                f"cluster profile {where}: device_types.{name}.gpu={gpu!r} needs kind: cuda"
             )
         isa = str(spec.get("isa", "native")).lower()
         if isa not in DEVICE_ISAS:
@@ -67,7 +92,9 @@ def parse_device_types(raw: Any, where: str) -> dict[str, DeviceType]:
         if cpu is not None and not (isinstance(cpu, int | float) and cpu > 0):
             raise HostSpecError(f"cluster profile {where}: device_types.{name}.cpu must be > 0")
         threads = _threads(spec.get("threads", 1), f"device_types.{name}.threads in {where}")
-        out[str(name)] = DeviceType(str(name), threads, isa, None if cpu is None else float(cpu))
+        share = None if cpu is None else float(cpu)
+        gpu_name = None if gpu is None else str(gpu)
+        out[str(name)] = DeviceType(str(name), threads, isa, share, kind, gpu_name)
     return out
 
 

@@ -177,7 +177,8 @@ def test_fig10_slopes_and_verdict() -> None:
         {
             "system": [sharing.PACKED] * 3 + [EST_LABEL] * 3,
             "workers": [1, 2, 4] * 2,
-            "pss_gib": [0.3, 0.6, 1.2, 0.3, 0.31, 0.33],
+            "memory_gib": [0.3, 0.6, 1.2, 0.3, 0.31, 0.33],
+            "memory_measure": ["PSS"] * 6,
             "rss_peak_gib": [0.3] * 6,
             "samples_per_s": [100.0] * 6,
         }
@@ -186,6 +187,27 @@ def test_fig10_slopes_and_verdict() -> None:
     assert s[sharing.PACKED] == pytest.approx(0.3) and s[EST_LABEL] == pytest.approx(0.01)
     got = sharing.verdict(table, "smoke", "t", runs=[Path("a"), "b"])
     assert got.status is Status.REPRODUCED and got.runs == ("a", "b")
-    same = table.assign(pss_gib=[0.3, 0.6, 1.2] * 2)
+    same = table.assign(memory_gib=[0.3, 0.6, 1.2] * 2)
     assert sharing.verdict(same, "smoke", "t").status is Status.NOT_REPRODUCED
     assert isinstance(sharing.figure(table), go.Figure)
+
+
+def test_fig10_a_worker_count_that_ran_out_of_gpu_memory_is_kept_and_not_fitted() -> None:
+    from lab.errors import RankFailure, RanksFailed
+
+    oom = RankFailure(0, "h", 1, 1, tail=("torch.OutOfMemoryError: CUDA out of memory.",))
+    assert sharing.out_of_memory(RanksFailed([oom]))
+    assert not sharing.out_of_memory(RanksFailed([RankFailure(0, "h", 1, 1, tail=("boom",))]))
+    runs = pd.DataFrame([{"system": sharing.PACKED, "workers": 8, "run": None, "fits": False}])
+    with pytest.raises(NothingMeasured):  # nothing that fitted: nothing measured
+        sharing.sharing_table(runs)
+    table = pd.DataFrame(
+        {
+            "system": [sharing.PACKED] * 3,
+            "workers": [1, 2, 8],
+            "memory_gib": [4.7, 9.4, float("nan")],
+            "memory_measure": ["CUDA max allocated"] * 2 + [None],
+            "fits": [True, True, False],
+        }
+    )
+    assert sharing.slopes(table)[sharing.PACKED] == pytest.approx(4.7)

@@ -7,5 +7,7 @@ mini-batch, and its gradient, kept apart until one sync sums the N gradients in 
 order whatever the placement. A rescale is a checkpoint and a restart with a new placement.
 Modules: ``config`` (flags, checked before anything starts), ``determinism`` (levels D0/D1/D2
 and device types), ``workload`` (model and data), ``context`` (per-EST state and
-checkpoints), ``runtime`` (the EST loop), ``ddp`` (the DDP baselines), ``__main__`` (CLI).
+checkpoints), ``device`` (cpu or cuda: placement, backend, timers, GPU memory), ``cuda_d1``
+(deterministic stand-ins for the two kernels torch refuses at D1 on CUDA),
+``runtime`` (the EST loop), ``ddp`` (the DDP baselines), ``__main__`` (CLI).
 """

@@ -8,6 +8,7 @@ and mini-batch, a summary). Examples::
 
     python -m lab.bench.easyscale --system est --ests 4 --level D1 --steps 5 --save ck/
     python -m lab.bench.easyscale --system est --ests 4 --level D1 --resume ck/  # on 2 ranks
+    python -m lab.bench.easyscale --device cuda --model resnet50 --image-size 224  # a GPU each
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from lab.bench.easyscale.config import LEVELS, SYSTEMS, Config, parse_device
+from lab.bench.easyscale.config import DEVICES, LEVELS, MODELS, SYSTEMS, Config, parse_device
 from lab.errors import ParameterError
 from lab.metrics.records import emit
 
@@ -44,7 +45,9 @@ def _parser() -> argparse.ArgumentParser:
         action="store_false",
         help="timing only: ESTs share one context",
     )
-    p.add_argument("--model", default="bn_cnn")
+    p.add_argument("--model", default="bn_cnn", help=", ".join(MODELS))
+    p.add_argument("--device", default="cpu", help=f"{', '.join(DEVICES)}: where ranks compute")
+    p.add_argument("--backend", default="auto", help="auto, gloo or nccl")
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--start-step", type=int, default=0)
     p.add_argument("--batch-size", type=int, default=8)
@@ -92,7 +95,7 @@ def memory_bytes() -> dict[str, int]:
     return out
 
 
-def _init_dist(rank: int, world: int) -> None:
+def _init_dist(rank: int, world: int, backend: str = "gloo") -> None:
     import torch.distributed as dist
 
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -100,7 +103,7 @@ def _init_dist(rank: int, world: int) -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             os.environ["MASTER_PORT"] = str(s.getsockname()[1])
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    dist.init_process_group(backend, rank=rank, world_size=world)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -112,16 +115,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ParameterError as e:
         parser.error(str(e))
     from lab.bench.easyscale import determinism
+    from lab.bench.easyscale import device as devmod
     from lab.bench.easyscale.config import parse_level
 
     d1, d2 = parse_level(cfg.level)
     device = cfg.device_of(rank)
-    determinism.apply_env(determinism.process_env(device, d2))
+    determinism.apply_env(determinism.process_env(device, d2, d1, cfg.device))
     import torch
     import torch.distributed as dist
 
-    settings = determinism.configure_torch(determinism.effective_device(device, d2), d1)
-    _init_dist(rank, world)
+    if cfg.device == "cuda" and not devmod.cuda_available():
+        parser.error("--device cuda: torch.cuda.is_available() is False on this host")
+    where = devmod.select(cfg.device)
+    effective = determinism.effective_device(device, d2)
+    settings = determinism.configure_torch(effective, d1, d2, cfg.device)
+    backend = devmod.backend(cfg.device, cfg.backend)
+    _init_dist(rank, world, backend)
     emit(
         "header",
         rank=rank,
@@ -136,28 +145,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         device=device.text(),
         batch_size=cfg.batch_size,
         model=cfg.model,
+        backend=backend,
         torch=torch.__version__,
+        **devmod.describe(where),
         **settings,
     )
     began = time.perf_counter()
     if cfg.system == "ddp":
         from lab.bench.easyscale.ddp import run_ddp
 
-        run_ddp(cfg, rank)
+        run_ddp(cfg, rank, where)
     elif cfg.system == "plain":
         from lab.bench.easyscale.runtime import run_plain
 
-        run_plain(cfg, rank)
+        run_plain(cfg, rank, where)
     else:
         from lab.bench.easyscale.runtime import run_est
 
-        run_est(cfg, rank)
+        run_est(cfg, rank, where)
     emit(
         "summary",
         rank=rank,
         seconds=time.perf_counter() - began,
         steps=cfg.steps,
         **memory_bytes(),
+        **devmod.memory(where),
     )
     dist.destroy_process_group()
     return 0

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from lab.bench import vision_models
 from lab.errors import ParameterError
 
 SYSTEMS = ("est", "ddp", "plain")
 REDUCES = ("canonical", "vanilla")
 ISAS = ("native", "avx2", "avx512")
-MODELS = ("bn_cnn",)
+SMOKE_MODELS = ("bn_cnn",)
+MODELS = (*SMOKE_MODELS, *vision_models.NAMES)
+DEVICES = ("cpu", "cuda")
+BACKENDS = ("auto", "gloo", "nccl")
 _LEVELS = {"D0": (False, False), "D1": (True, False), "D2": (False, True)}
 _LEVELS |= {"D0+D2": (False, True), "D1+D2": (True, True)}
 LEVELS = ("D0", "D1", "D0+D2", "D1+D2")
@@ -90,7 +94,11 @@ class Config:
     """One stage of an EasyScale job (or of a baseline), as flags.
 
     ``ests`` is the job's number of logical workers for life; ``processes`` how many hold
-    them in this stage; ``devices`` one device type per process (one entry: all alike).
+    them in this stage; ``devices`` one device type per process (one entry: all alike);
+    ``device`` where the ranks compute: ``cpu`` (gloo) or ``cuda`` (each rank on its
+    LOCAL_RANK's GPU, NCCL); ``backend`` ``auto`` (gloo on the CPU, NCCL on GPUs unless
+    ranks share one) or forced. ``model`` is ``bn_cnn`` or a torchvision paper model
+    (lab.bench.vision_models).
     """
 
     system: str = "est"
@@ -103,6 +111,8 @@ class Config:
     switch: bool = True
     digest: bool = False
     model: str = "bn_cnn"
+    device: str = "cpu"
+    backend: str = "auto"
     steps: int = 5
     start_step: int = 0
     batch_size: int = 8
@@ -123,10 +133,16 @@ class Config:
             raise ParameterError("reduce", self.reduce, ", ".join(REDUCES))
         if self.model not in MODELS:
             raise ParameterError("model", self.model, ", ".join(MODELS))
+        if self.device not in DEVICES:
+            raise ParameterError("device", self.device, ", ".join(DEVICES))
+        if self.backend not in BACKENDS or (self.device == "cpu" and self.backend == "nccl"):
+            raise ParameterError("backend", self.backend, "auto or gloo (cpu); auto, gloo, nccl")
         parse_level(self.level)
         for name in ("steps", "batch_size", "dataset_size", "image_size", "num_classes"):
             if getattr(self, name) < 1:
                 raise ParameterError(name, getattr(self, name), "an integer >= 1")
+        if self.model in vision_models.MODELS:
+            vision_models.check_size(self.model, self.image_size)
         if self.start_step < 0:
             raise ParameterError("start_step", self.start_step, "an integer >= 0")
         if self.system == "ddp" and self.ests != self.processes:
@@ -171,6 +187,8 @@ class Config:
             f"--devices={','.join(d.text() for d in self.devices)}",
             f"--reduce={self.reduce}",
             f"--model={self.model}",
+            f"--device={self.device}",
+            f"--backend={self.backend}",
             f"--steps={self.steps}",
             f"--start-step={self.start_step}",
             f"--batch-size={self.batch_size}",

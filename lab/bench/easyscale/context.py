@@ -1,6 +1,7 @@
 """One EST's context: what is switched in before its mini-batch and out after it.
 
-An EST owns the global RNG states (torch, NumPy, Python), the model's buffers (BatchNorm
+An EST owns the global RNG states (torch, NumPy, Python, and the current GPU's when CUDA is
+in use: dropout on a GPU draws from it), the model's buffers (BatchNorm
 running statistics and counters), its sampler cursor, and its gradient, which is copied
 out of ``param.grad`` after its backward pass and kept until the sync. Parameters and the
 optimizer state are the job's, shared by all ESTs. Checkpoints hold each EST's context in
@@ -54,6 +55,8 @@ class ESTContext:
             "numpy": np.random.get_state(),
             "python": random.getstate(),
         }
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            self.rng["cuda"] = torch.cuda.get_rng_state()
         self.buffers = {k: v.detach().clone() for k, v in model.named_buffers()}
 
     def restore(self, model: Any) -> None:
@@ -64,6 +67,8 @@ class ESTContext:
         torch.set_rng_state(self.rng["torch"])
         np.random.set_state(self.rng["numpy"])
         random.setstate(self.rng["python"])
+        if "cuda" in self.rng:
+            torch.cuda.set_rng_state(self.rng["cuda"])
         with torch.no_grad():
             for name, buf in model.named_buffers():
                 buf.copy_(self.buffers[name])
@@ -110,7 +115,7 @@ def load_context(directory: str | Path, index: int) -> ESTContext:
     path = est_path(directory, index)
     if not path.is_file():
         raise FileNotFoundError(f"no EST {index} in checkpoint {directory}")
-    data = torch.load(path, weights_only=False)
+    data = torch.load(path, map_location="cpu", weights_only=False)  # RNG states stay on the CPU
     epoch, offset = data["cursor"]
     return ESTContext(index, data["rng"], data["buffers"], Cursor(epoch, offset))
 
@@ -131,7 +136,7 @@ def load_shared(directory: str | Path, model: Any, optimizer: Any, ests: int) ->
     path = Path(directory) / SHARED_FILE
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {directory}")
-    data = torch.load(path, weights_only=False)
+    data = torch.load(path, map_location="cpu", weights_only=False)
     if int(data["ests"]) != ests:
         raise ValueError(f"checkpoint {directory} has {data['ests']} ESTs, not {ests}")
     model.load_state_dict(data["model"])

@@ -12,6 +12,20 @@ ISA settings to AVX2 and the intra-op threads to 1, whatever the device type: th
 counterpart of forcing one kernel choice on every GPU model, and it costs speed. These
 variables are read when torch loads its libraries, so ``process_env`` is applied before
 ``import torch``.
+
+On CUDA (paper scale), D1 is ``torch.use_deterministic_algorithms(True)`` (the flag below),
+``CUBLAS_WORKSPACE_CONFIG=:4096:8`` (cuBLAS's split reductions in a fixed order; read when
+cuBLAS starts, so it too is set before torch), cuDNN's deterministic algorithms and no
+autotuning (``benchmark`` picks kernels by timing, which differs run to run). That makes a
+GPU model repeat its own bits. D2 across GPU *types* is another matter: the paper made a
+V100 and a P100 compute the same bits with its own kernels, which were never published.
+cuDNN and cuBLAS choose their algorithms, tile sizes and split-K per architecture, and no
+switch of theirs makes two architectures agree. What the lab does at D2 on CUDA is remove
+the differences it can name: TF32 and reduced-precision reductions off (an Ampere or newer
+GPU otherwise multiplies in TF32 where a V100 cannot), deterministic algorithms, no
+autotuning. Within one GPU model D1+D2 is then bitwise repeatable; across models it is not
+guaranteed, and Fig 9's verdict on such a stage is measured from the recorded loss bits,
+not assumed.
 """
 
 from __future__ import annotations
@@ -29,7 +43,8 @@ _ISA_ENV = {
     "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
     "avx512": {"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE"},
 }
-_ALL_KEYS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR")
+_ALL_KEYS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR", "CUBLAS_WORKSPACE_CONFIG")
+CUBLAS_D1 = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
 
 
 def effective_device(device: DeviceSpec, d2: bool) -> DeviceSpec:
@@ -37,11 +52,16 @@ def effective_device(device: DeviceSpec, d2: bool) -> DeviceSpec:
     return DeviceSpec(device.name, 1, "avx2") if d2 else device
 
 
-def process_env(device: DeviceSpec, d2: bool) -> dict[str, str]:
-    """The variables that make this process the given device type at this level."""
+def process_env(
+    device: DeviceSpec, d2: bool, d1: bool = False, kind: str = "cpu"
+) -> dict[str, str]:
+    """The variables that make this process the given device type at this level (on
+    ``kind="cuda"`` with D1 also cuBLAS's fixed-order workspace)."""
     device = effective_device(device, d2)
     env = dict(D2_ENV) if d2 else dict(_ISA_ENV[device.isa])
     env["OMP_NUM_THREADS"] = str(device.threads)
+    if kind == "cuda" and d1:
+        env.update(CUBLAS_D1)
     return env
 
 
@@ -74,8 +94,11 @@ def deterministic_kernels(torch: Any) -> None:
         setter(True, warn_only=False)
 
 
-def configure_torch(device: DeviceSpec, d1: bool) -> dict[str, Any]:
-    """Thread counts and, at D1, deterministic kernels; returns what is now in effect."""
+def configure_torch(
+    device: DeviceSpec, d1: bool, d2: bool = False, kind: str = "cpu"
+) -> dict[str, Any]:
+    """Thread counts and, at D1, deterministic kernels (on CUDA also cuDNN's); at D2 on CUDA
+    TF32 and reduced-precision reductions off. Returns what is now in effect."""
     import torch
 
     torch.set_num_threads(device.threads)
@@ -85,10 +108,25 @@ def configure_torch(device: DeviceSpec, d1: bool) -> dict[str, Any]:
         deterministic_kernels(torch)
         torch.backends.cudnn.deterministic = True
         torch.backends.cudnn.benchmark = False
+    gpu = {}
+    if kind == "cuda":
+        if d2:
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+            torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+            torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+        gpu = {
+            "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
+            "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+            "tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+            "cublas_workspace": os.environ.get("CUBLAS_WORKSPACE_CONFIG", ""),
+            "d2_scope": "one GPU model (vendor kernels differ across models)" if d2 else "",
+        }
     return {
         "threads": torch.get_num_threads(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "onednn_isa": os.environ.get("ONEDNN_MAX_CPU_ISA", "native"),
         "mkl_cbwr": os.environ.get("MKL_CBWR", ""),
         "deterministic": torch.are_deterministic_algorithms_enabled(),
+        **gpu,
     }

@@ -62,4 +62,6 @@ class SGD:
         buffers = list(state["momentum_buffers"])
         if len(buffers) != len(self.params):
             raise ValueError(f"{len(buffers)} momentum buffers for {len(self.params)} parameters")
-        self.buffers = buffers
+        self.buffers = [
+            None if b is None else b.to(p.device) for b, p in zip(buffers, self.params, strict=True)
+        ]

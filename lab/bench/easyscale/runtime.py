@@ -4,17 +4,19 @@ Per mini-batch and EST it prints an ``event`` record ``name="est"`` with the EST
 its exact bit pattern (``loss_hex``, ``float.hex``) and where the time went (switch in,
 compute, gradient copy, switch out); per mini-batch and process a ``step`` record with the
 sync time. ``--system plain`` is the same work without ESTs (gradient accumulation over
-the same mini-batches), the baseline of the per-step overhead.
+the same mini-batches), the baseline of the per-step overhead. The same code runs on the CPU
+and on a GPU: batches are drawn on the CPU (the same bits whatever the device) and moved to
+the rank's device; timers wait for the GPU (``device.clock``).
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from lab.bench.easyscale import context as ctxmod
-from lab.bench.easyscale import sync
+from lab.bench.easyscale import cuda_d1, sync
 from lab.bench.easyscale.config import Config, parse_level
+from lab.bench.easyscale.device import clock
 from lab.bench.easyscale.workload import Cursor, SyntheticImages, build_model, next_batch
 from lab.metrics.records import emit
 
@@ -27,19 +29,33 @@ def make_optimizer(params: list[Any], cfg: Config) -> Any:
     return SGD(params, lr=cfg.lr, momentum=0.9, weight_decay=5e-4)
 
 
-def job_model(cfg: Config) -> Any:
-    """The model every worker starts from (same seed everywhere), in training mode."""
+def job_model(cfg: Config, device: Any = None) -> Any:
+    """The model every worker starts from (same seed everywhere, initialised on the CPU so
+    every device starts from the same bits), in training mode, on ``device``; at D1 on CUDA
+    with deterministic pooling (``cuda_d1``)."""
     ctxmod.seed_all(cfg.seed)
-    return build_model(cfg).train()
+    model = build_model(cfg).train()
+    if device is None:
+        return model
+    if device.type == "cuda" and parse_level(cfg.level)[0]:
+        cuda_d1.replace_pooling(model)
+    return model.to(device)
 
 
-def run_est(cfg: Config, rank: int) -> None:
+def loss_of(cfg: Config, device: Any) -> Any:
+    """The loss function of every worker of the job (``cuda_d1.loss_function``)."""
+    return cuda_d1.loss_function(device, parse_level(cfg.level)[0])
+
+
+def run_est(cfg: Config, rank: int, device: Any = None) -> None:
     """Train this process's ESTs for ``cfg.steps`` mini-batches; checkpoint if asked."""
     import torch
     import torch.distributed as dist
 
+    device = torch.device("cpu") if device is None else device
     d1, _ = parse_level(cfg.level)
-    model = job_model(cfg)
+    model = job_model(cfg, device)
+    criterion = loss_of(cfg, device)
     params = list(model.parameters())
     opt = make_optimizer(params, cfg)
     data = SyntheticImages(cfg)
@@ -55,24 +71,25 @@ def run_est(cfg: Config, rank: int) -> None:
         contexts[0].restore(model)
     done = first + cfg.steps
     for step in range(first, first + cfg.steps):
-        began = time.perf_counter()
+        began = clock(device)
         grads = []
         for ctx in contexts:
-            t0 = time.perf_counter()
+            t0 = clock(device)
             if cfg.switch:
                 ctx.restore(model)
-            t1 = time.perf_counter()
+            t1 = clock(device)
             x, y = next_batch(data, cfg, ctx.index, ctx.cursor)
+            x, y = x.to(device), y.to(device)
             for p in params:
                 p.grad = None
-            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss = criterion(model(x), y)
             loss.backward()
-            t2 = time.perf_counter()
+            t2 = clock(device)
             ctx.keep_grad(params)
-            t3 = time.perf_counter()
+            t3 = clock(device)
             if cfg.switch:
                 ctx.capture(model)
-            t4 = time.perf_counter()
+            t4 = clock(device)
             grads.append(ctx.grad)
             value = float(loss.detach())
             emit(
@@ -89,12 +106,12 @@ def run_est(cfg: Config, rank: int) -> None:
                 grad_copy=t3 - t2,
                 switch_out=t4 - t3,
             )
-        t5 = time.perf_counter()
+        t5 = clock(device)
         reduce = sync.gather_canonical if d1 else sync.reduce_vanilla
         total = reduce(grads, counts if d1 else cfg.ests)
         sync.scatter_into(total, params)
         opt.step()
-        t6 = time.perf_counter()
+        t6 = clock(device)
         digest = {"params_digest": sync.params_digest(params)} if cfg.digest else {}
         emit(
             "step",
@@ -106,7 +123,7 @@ def run_est(cfg: Config, rank: int) -> None:
             ests=len(contexts),
             **digest,
         )
-        if cfg.stop_file and sync.agreed_stop(cfg.stop_file):
+        if cfg.stop_file and sync.agreed_stop(cfg.stop_file, device):
             done = step + 1
             emit("event", name="stop", rank=rank, step=done)
             break
@@ -119,22 +136,25 @@ def run_est(cfg: Config, rank: int) -> None:
         emit("event", name="checkpoint", rank=rank, path=cfg.save, step=done)
 
 
-def run_plain(cfg: Config, rank: int) -> None:
+def run_plain(cfg: Config, rank: int, device: Any = None) -> None:
     """The same mini-batches as ``ests`` ESTs on one process, by gradient accumulation."""
     import torch
 
-    model = job_model(cfg)
+    device = torch.device("cpu") if device is None else device
+    model = job_model(cfg, device)
+    criterion = loss_of(cfg, device)
     params = list(model.parameters())
     opt = make_optimizer(params, cfg)
     data = SyntheticImages(cfg)
     ctxmod.seed_all(ctxmod.worker_seed(cfg.seed, 0))
     cursors = [Cursor() for _ in range(cfg.ests)]
     for step in range(cfg.start_step, cfg.start_step + cfg.steps):
-        began = time.perf_counter()
+        began = clock(device)
         opt.zero_grad(set_to_none=True)
         for worker, cursor in enumerate(cursors):
             x, y = next_batch(data, cfg, worker, cursor)
-            loss = torch.nn.functional.cross_entropy(model(x), y)
+            x, y = x.to(device), y.to(device)
+            loss = criterion(model(x), y)
             loss.backward()
         for p in params:
             p.grad /= cfg.ests
@@ -144,7 +164,7 @@ def run_plain(cfg: Config, rank: int) -> None:
             rank=rank,
             step=step,
             samples=cfg.ests * cfg.batch_size,
-            seconds=time.perf_counter() - began,
+            seconds=clock(device) - began,
             loss=float(loss.detach()),
             ests=cfg.ests,
         )

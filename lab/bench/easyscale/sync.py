@@ -33,7 +33,7 @@ def gather_canonical(local: Sequence[Any], counts: Sequence[int]) -> Any:
     import torch
     import torch.distributed as dist
 
-    send = torch.zeros(max(counts), local[0].numel(), dtype=local[0].dtype)
+    send = torch.zeros(max(counts), local[0].numel(), dtype=local[0].dtype, device=local[0].device)
     for j, g in enumerate(local):
         send[j].copy_(g)
     if dist.is_initialized() and dist.get_world_size() > 1:
@@ -89,19 +89,20 @@ def params_digest(params: Iterable[Any]) -> str:
 
     h = hashlib.sha1()
     for p in params:
-        h.update(p.detach().contiguous().numpy().tobytes())
+        h.update(p.detach().cpu().contiguous().numpy().tobytes())
     return h.hexdigest()[:16]
 
 
-def agreed_stop(path: str) -> bool:
+def agreed_stop(path: str, device: Any = None) -> bool:
     """Whether ``path`` exists on any process, agreed by all (one MAX all-reduce of one
-    number), so every process ends at the same step and the checkpoint is consistent."""
+    number on the rank's device, as NCCL needs), so every process ends at the same step
+    and the checkpoint is consistent."""
     import os
 
     import torch
     import torch.distributed as dist
 
-    flag = torch.tensor([1.0 if os.path.exists(path) else 0.0])
+    flag = torch.tensor([1.0 if os.path.exists(path) else 0.0], device=device)
     if dist.is_initialized() and dist.get_world_size() > 1:
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
     return bool(flag.item() > 0)

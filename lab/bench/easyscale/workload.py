@@ -17,9 +17,14 @@ from lab.bench.easyscale.config import Config
 
 
 def build_model(cfg: Config) -> Any:
-    """A small CNN with BatchNorm (per-EST buffers) and dropout (per-EST RNG)."""
+    """``bn_cnn``: a small CNN with BatchNorm (per-EST buffers) and dropout (per-EST RNG);
+    any other name: the torchvision paper model (lab.bench.vision_models)."""
     import torch.nn as nn
 
+    if cfg.model != "bn_cnn":
+        from lab.bench import vision_models
+
+        return vision_models.build(cfg.model, cfg.num_classes)
     return nn.Sequential(
         nn.Conv2d(3, 16, 3, padding=1, bias=False),
         nn.BatchNorm2d(16),
@@ -34,27 +39,46 @@ def build_model(cfg: Config) -> Any:
     )
 
 
+EAGER_BYTES = 256 * 2**20
+
+
 class SyntheticImages:
-    """A fixed set of random images and labels, with RNG-driven augmentation per read."""
+    """A fixed set of random images and labels, with RNG-driven augmentation per read.
+
+    Small sets are drawn once; a set that would take more than ``EAGER_BYTES`` (ImageNet-
+    sized inputs at paper scale) draws image ``i`` when it is read, from its own generator
+    seeded by ``(seed, i)``, so it is the same image every time and on every device.
+    """
 
     def __init__(self, cfg: Config) -> None:
         import torch
 
         gen = torch.Generator().manual_seed(cfg.seed)
         size, side = cfg.dataset_size, cfg.image_size
-        self.images = torch.randn(size, 3, side + 2, side + 2, generator=gen)
+        self.side, self.seed = side, cfg.seed
+        self.images = None
+        if size * 3 * (side + 2) ** 2 * 4 <= EAGER_BYTES:
+            self.images = torch.randn(size, 3, side + 2, side + 2, generator=gen)
         self.labels = torch.randint(0, cfg.num_classes, (size,), generator=gen)
-        self.side = side
 
     def __len__(self) -> int:
         return len(self.labels)
+
+    def image(self, i: int) -> Any:
+        """Image ``i`` before augmentation (3 x (side+2) x (side+2))."""
+        import torch
+
+        if self.images is not None:
+            return self.images[i]
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + i)
+        return torch.randn(3, self.side + 2, self.side + 2, generator=gen)
 
     def __getitem__(self, i: int) -> tuple[Any, Any]:
         import numpy as np
         import torch
 
         dx, dy = (int(v) for v in torch.randint(0, 3, (2,)))
-        img = self.images[i, :, dy : dy + self.side, dx : dx + self.side]
+        img = self.image(i)[:, dy : dy + self.side, dx : dx + self.side]
         if random.random() < 0.5:
             img = img.flip(-1)
         noise = np.random.normal(0.0, 0.05, size=img.shape).astype(np.float32)

@@ -3,7 +3,7 @@
 At smoke scale two 32x32 CNNs show the effect the paper explains: ``vgg_like`` has one
 first fully connected layer with most of the parameters (about 73%, as fc6 holds 71.5% of
 VGG-19), ``resnet_like`` has no giant layer. ``tiny`` is for tests. At paper scale
-``vgg19``, ``resnet50`` and ``inception_v3`` come from torchvision when it is installed.
+``vgg19``, ``resnet50`` and ``inception_v3`` are torchvision's (lab.bench.vision_models).
 """
 
 from __future__ import annotations
@@ -26,14 +26,9 @@ def build(name: str, num_classes: int = 10) -> Any:
     if name == "tiny":
         return _tiny(num_classes)
     if name in PAPER_MODELS:
-        try:
-            import torchvision.models as tvm
-        except Exception as e:  # absent, or built for another torch
-            raise ParameterError(
-                "model", name, f"{', '.join(SMOKE_MODELS)} (torchvision is not installed: {e})"
-            ) from None
-        extra = {"aux_logits": False, "init_weights": False} if name == "inception_v3" else {}
-        return getattr(tvm, name)(weights=None, num_classes=num_classes, **extra)
+        from lab.bench import vision_models
+
+        return vision_models.build(name, num_classes)
     raise ParameterError("model", name, ", ".join((*SMOKE_MODELS, *PAPER_MODELS)))
 
 

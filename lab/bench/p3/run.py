@@ -152,10 +152,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         host=os.environ.get("DISTLAB_HOST", "localhost"), pid=os.getpid(),
     )  # fmt: skip
     starts: list[float] = []
+    cpu_starts: list[float] = []  # this process's CPU time, all threads (scheduling's cost)
     losses: list[float] = []
     for step in range(total):
         state["step"] = step
         starts.append(time.time())
+        cpu_starts.append(time.process_time())
         trace.mark(step, "start")
         for p in params:
             p.grad = None
@@ -167,13 +169,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if step > 0:
             _step_record(rank, cfg, step - 1, starts[step] - starts[step - 1], losses[step - 1])
     worker.wait_all(total, check)
-    end = time.time()
+    end, cpu_end = time.time(), time.process_time()
     trace.mark(total - 1, "end")
     _step_record(rank, cfg, total - 1, end - starts[-1], losses[-1])
     rates = [cfg.batch_size / (b - a) for a, b in zip(starts, [*starts[1:], end], strict=True)]
     timed = rates[cfg.warmup_steps :]
+    timed_s = end - starts[cfg.warmup_steps]
+    wire_bytes = 0
+    if wire is not None:
+        wire_bytes = sum(n for st, n in wire.sent_bytes.items() if st >= cfg.warmup_steps)
     emit("summary", rank=rank, world_size=world, img_per_sec=round(sum(timed) / len(timed), 3),
-         steps=len(timed), unit="img/sec per rank", schedule=cfg.schedule)  # fmt: skip
+         steps=len(timed), unit="img/sec per rank", schedule=cfg.schedule,
+         timed_seconds=round(timed_s, 6), wire_bytes_sent=wire_bytes,
+         cpu_seconds=round(cpu_end - cpu_starts[cfg.warmup_steps], 6),
+         wire_bytes_per_s=round(wire_bytes / timed_s, 1))  # fmt: skip
     _emit_trace(rank, cfg, trace, keys, tensors)
     if cfg.dump:
         Path(cfg.dump).mkdir(parents=True, exist_ok=True)

@@ -106,6 +106,7 @@ class Wire:
         self.threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self.errors: list[BaseException] = []
+        self.sent_bytes: collections.Counter[int] = collections.Counter()  # per step
         self.peers = {}
         for peer, per_step in expect.items():
             sizes = {(k, key): n for k, key, n in per_step if n > 0}
@@ -120,7 +121,8 @@ class Wire:
 
     def send(self, dst: int, kind: int, key: int, step: int, payload: Any = None) -> None:
         """Hand one message to gloo and wait until it has left the lab (written to the
-        socket): one message in flight per sending thread."""
+        socket): one message in flight per sending thread. Counts the bytes handed over
+        (header and payload) per step in ``sent_bytes``."""
         torch, dist = self.torch, self.dist
         header = torch.tensor([kind, key, step], dtype=torch.int64)
         works = [dist.isend(header, dst, tag=HEADER_TAG)]
@@ -128,6 +130,11 @@ class Wire:
             works.append(dist.isend(payload.contiguous(), dst, tag=payload_tag(kind, key)))
         for w in works:
             w.wait()
+        size = header.numel() * header.element_size()
+        if payload is not None:
+            size += payload.numel() * payload.element_size()
+        with self._lock:
+            self.sent_bytes[step] += size
 
     def stop(self) -> None:
         """Tell every peer this host sends nothing more; wait for their receivers' end."""

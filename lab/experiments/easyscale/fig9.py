@@ -45,7 +45,8 @@ DDP_LEVEL = {"DDP homo": "D1", "DDP heter": "D1+D2"}
 ESTS = 4
 # The notebook's parameters per scale (lab.experiments.scale_parameters). At smoke scale
 # two mini-batches per stage and the three levels the claim is about (D0+D2 adds a launch
-# per stage and no claim): 11 launches, each mostly torch's start-up.
+# per stage and no claim): 11 launches, each mostly torch's start-up. Paper scale trains
+# torchvision's ResNet50 (Fig 9a) on the profile's devices (env/clusters/easyscale-gpu.yaml).
 DEFAULTS = {
     "smoke": {
         "steps": 2,
@@ -55,7 +56,13 @@ DEFAULTS = {
     "paper": {
         "steps": 100,
         "levels": list(REFERENCE),
-        "base": {"batch_size": 32, "image_size": 32, "dataset_size": 50_000, "lr": 0.1},
+        "base": {
+            "model": "resnet50",
+            "batch_size": 32,
+            "image_size": 224,
+            "dataset_size": 50_000,
+            "lr": 0.1,
+        },
     },
 }
 

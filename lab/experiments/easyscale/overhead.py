@@ -22,7 +22,7 @@ from lab.metrics.figures import add_caption
 
 EXPERIMENT = "easyscale-overhead"
 _SMOKE_BASE = {"batch_size": 16, "image_size": 16, "dataset_size": 512}
-_PAPER_BASE = {"batch_size": 32, "image_size": 32, "dataset_size": 50_000}
+_PAPER_BASE = {"model": "resnet50", "batch_size": 32, "image_size": 224, "dataset_size": 50_000}
 # The notebooks' parameters per scale (lab.experiments.scale_parameters). Each variant is a
 # launch of one process, mostly torch's start-up, so smoke runs each once; the step
 # timings inside a run give the medians (the first step is not timed).

@@ -2,9 +2,10 @@
 
 A stage is one ``lab.bench.easyscale.config.Config`` launched as ``np`` local ranks; its
 device types come from the cluster profile: named per process (checked against the
-profile's ``device_types``) or inherited from each rank's host. Everything is checked
-before launch, so a bad placement, level or device type raises ParameterError and starts
-nothing.
+profile's ``device_types``) or inherited from each rank's host. A device type of ``kind:
+cuda`` (or ``Config.device="cuda"``) runs the stage on GPUs; where this machine's torch sees
+none, that is refused before launch too. Everything is checked before launch, so a bad
+placement, level, device type or device raises ParameterError and starts nothing.
 """
 
 from __future__ import annotations
@@ -57,6 +58,45 @@ def devices_for(
     return tuple(out)
 
 
+def device_kind(
+    cluster: str | Cluster, np: int, requested: str = "cpu", names: Sequence[str] | None = None
+) -> str:
+    """``cuda`` if the stage asks for it or its device types are GPU kinds, else ``cpu``.
+
+    Raises:
+        ParameterError: the device types mix CPU and GPU kinds (``device_types``), or
+            ``cuda`` where ``torch.cuda.is_available()`` is false on this machine
+            (``device``): the stage's ranks are local.
+    """
+    target = as_cluster(cluster)
+    if names is None:
+        names = [s.host.device_type for s in allocate(target, np)]  # type: ignore[misc]
+    kinds = {target.device_type(str(n)).kind for n in names if n is not None}
+    if len(kinds) > 1:
+        raise ParameterError("device_types", list(names), "types of one kind (all cpu or all cuda)")
+    kind = "cuda" if requested == "cuda" or kinds == {"cuda"} else requested
+    if kind == "cuda":
+        from lab.bench.easyscale.device import cuda_available
+
+        if not cuda_available():
+            raise ParameterError("device", kind, "cpu: torch.cuda.is_available() is False here")
+    return kind
+
+
+def gpu_backend(cluster: str | Cluster, np: int) -> str:
+    """``nccl`` where every rank has a GPU of its own, ``gloo`` where hosts run more ranks
+    than their ``gpus`` (NCCL refuses two ranks on one GPU), ``auto`` where the profile does
+    not count its hosts' GPUs (the rank then compares with the GPUs it sees)."""
+    slots = allocate(as_cluster(cluster), np)
+    if any(s.host.gpus <= 0 for s in slots):
+        return "auto"
+    per_host: dict[str, int] = {}
+    for s in slots:
+        per_host[s.host.name] = per_host.get(s.host.name, 0) + 1
+    shared = any(per_host[s.host.name] > s.host.gpus for s in slots)
+    return "gloo" if shared else "nccl"
+
+
 def stage_command(cfg: Config) -> list[str]:
     return ["python", "-m", MODULE, *cfg.argv()]
 
@@ -80,8 +120,13 @@ def launch_stage(
     from lab.cluster import launch
 
     target = as_cluster(cluster)
+    cfg.checked()
     devices = devices_for(target, cfg.processes, device_types)
-    cfg = cfg.with_(devices=devices).checked()
+    kind = device_kind(target, cfg.processes, cfg.device, device_types)
+    backend = gpu_backend(target, cfg.processes) if kind == "cuda" else "auto"
+    if cfg.backend != "auto":
+        backend = cfg.backend
+    cfg = cfg.with_(devices=devices, device=kind, backend=backend).checked()
     record = {
         "system": cfg.system,
         "level": cfg.level,
@@ -90,6 +135,8 @@ def launch_stage(
         "placement": ",".join(map(str, cfg.counts())),
         "devices": ",".join(d.name for d in devices),
         "reduce": cfg.reduce,
+        "device": cfg.device,
+        "model": cfg.model,
         "switch": cfg.switch,
         "start_step": cfg.start_step,
         "steps": cfg.steps,

@@ -3,7 +3,9 @@
 Memory is each process's proportional set size at its end (PSS: shared library pages are
 split among the processes that map them, so the packed processes' sum is the memory they
 really take together) and its peak RSS; throughput is the job's samples per second. The
-paper measured GPU memory on a V100, where packing ran out of memory at 8 workers.
+paper measured GPU memory on a V100, where packing ran out of memory at 8 workers; on a GPU
+(``device="cuda"``, paper scale) the memory compared is each rank's
+``torch.cuda.max_memory_allocated``, summed over the processes sharing the GPU.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from lab.bench.easyscale.config import Config
-from lab.errors import NothingMeasured
+from lab.errors import NothingMeasured, RanksFailed
 from lab.experiments.easyscale import published
 from lab.experiments.easyscale.runs import EST_LABEL, launch_stage
 from lab.experiments.verdicts import Status, Verdict
@@ -37,7 +39,12 @@ DEFAULTS = {
     "paper": {
         "workers": [1, 2, 4, 8, 16],
         "steps": 20,
-        "base": {"batch_size": 32, "image_size": 32, "dataset_size": 50_000},
+        "base": {
+            "model": "resnet50",
+            "batch_size": 32,
+            "image_size": 224,
+            "dataset_size": 50_000,
+        },
     },
 }
 
@@ -50,16 +57,37 @@ def run_sharing(
     cluster: str = "easyscale-local",
     view: Any = "auto",
 ) -> pd.DataFrame:
-    """For each N: N packed DDP processes, and one process holding N ESTs."""
-    rows = []
+    """For each N: N packed DDP processes, and one process holding N ESTs.
+
+    A system whose ranks run out of GPU memory at some N (packing at 8 on the paper's V100)
+    gets a row with ``run`` None and ``fits`` False there, and is not tried at larger N;
+    any other failure is raised.
+    """
+    rows: list[dict[str, Any]] = []
+    full: set[str] = set()
     for n in workers:
         for system, cfg in (
             (PACKED, Config(system="ddp", ests=n, processes=n, steps=steps, **base)),
             (EST_LABEL, Config(ests=n, processes=1, steps=steps, **base)),
         ):
-            result = launch_stage(cfg, cluster, (device,), "easyscale-fig10", 600, view=view)
-            rows.append({"system": system, "workers": n, "run": Path(result.run_dir)})
+            if system in full:
+                continue
+            try:
+                result = launch_stage(cfg, cluster, (device,), "easyscale-fig10", 600, view=view)
+            except RanksFailed as e:
+                if not out_of_memory(e):
+                    raise
+                full.add(system)
+                rows.append({"system": system, "workers": n, "run": None, "fits": False})
+                continue
+            rows.append({"system": system, "workers": n, "run": Path(result.run_dir), "fits": True})
     return pd.DataFrame(rows)
+
+
+def out_of_memory(error: RanksFailed) -> bool:
+    """Whether a rank of the failed run ended with torch's CUDA out-of-memory error."""
+    text = "\n".join(line for f in error.failures for line in f.tail)
+    return "OutOfMemoryError" in text or "CUDA out of memory" in text
 
 
 def sharing_table(runs: pd.DataFrame, warmup: int = 1) -> pd.DataFrame:
@@ -68,12 +96,19 @@ def sharing_table(runs: pd.DataFrame, warmup: int = 1) -> pd.DataFrame:
 
     out = []
     for _, row in runs.iterrows():
+        if row["run"] is None or (isinstance(row["run"], float) and pd.isna(row["run"])):
+            out.append({"system": row["system"], "workers": int(row["workers"]), "fits": False})
+            continue  # ran out of the device's memory (run_sharing)
         df = load_run(row["run"])
         summ = df[df["kind"] == "summary"]
         st = df[df["kind"] == "step"]
         st = st[st["step"] >= st["step"].min() + warmup]
         if summ.empty or st.empty or "pss_bytes" not in summ:
             continue
+        on_gpu = (
+            "cuda_max_allocated_bytes" in summ and summ["cuda_max_allocated_bytes"].notna().all()
+        )
+        memory = summ["cuda_max_allocated_bytes"] if on_gpu else summ["pss_bytes"]
         per_step = st.groupby("step").agg(samples=("samples", "sum"), seconds=("seconds", "max"))
         out.append(
             {
@@ -81,10 +116,13 @@ def sharing_table(runs: pd.DataFrame, warmup: int = 1) -> pd.DataFrame:
                 "workers": int(row["workers"]),
                 "pss_gib": float(summ["pss_bytes"].sum()) / GIB,
                 "rss_peak_gib": float(summ["rss_peak_bytes"].sum()) / GIB,
+                "memory_gib": float(memory.sum()) / GIB,
+                "memory_measure": "CUDA max allocated" if on_gpu else "PSS",
+                "fits": True,
                 "samples_per_s": float(per_step["samples"].sum() / per_step["seconds"].sum()),
             }
         )
-    if not out:
+    if not any(r["fits"] for r in out):
         raise NothingMeasured("no sharing run reported memory and steps")
     return pd.DataFrame(out).sort_values(["system", "workers"]).reset_index(drop=True)
 
@@ -92,18 +130,21 @@ def sharing_table(runs: pd.DataFrame, warmup: int = 1) -> pd.DataFrame:
 def slopes(table: pd.DataFrame) -> dict[str, float]:
     """GiB of PSS each added worker costs, per system (least-squares slope over N)."""
     out = {}
-    for system, part in table.groupby("system"):
+    fitted = table[table["fits"]] if "fits" in table else table
+    for system, part in fitted.groupby("system"):
         if part["workers"].nunique() > 1:
-            out[system] = float(np.polyfit(part["workers"], part["pss_gib"], 1)[0])
+            out[system] = float(np.polyfit(part["workers"], part["memory_gib"], 1)[0])
     return out
 
 
 def figure(table: pd.DataFrame, caption: str | None = None) -> go.Figure:
     """Memory and throughput against N for both systems, the published EasyScale memory
     as a line; ``caption`` says where and at which scale the lab measured."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("memory (PSS, GiB)", "samples/s"))
+    measure = ", ".join(sorted(set(table["memory_measure"].dropna())))
+    titles = (f"memory ({measure}, GiB)", "samples/s")
+    fig = make_subplots(rows=1, cols=2, subplot_titles=titles)
     for system, part in table.groupby("system"):
-        fig.add_scatter(x=part["workers"], y=part["pss_gib"], name=system, row=1, col=1)
+        fig.add_scatter(x=part["workers"], y=part["memory_gib"], name=system, row=1, col=1)
         fig.add_scatter(
             x=part["workers"], y=part["samples_per_s"], name=system, row=1, col=2, showlegend=False
         )
@@ -154,6 +195,7 @@ def verdict(
         scale=scale,
         hardware=hardware,
         why=f"each added EST costs {s[EST_LABEL] * 1024:.1f} MiB, each packed worker "
-        f"{s[PACKED] * 1024:.0f} MiB (PSS; test: EST < {ratio:.0%} of packing).",
+        f"{s[PACKED] * 1024:.0f} MiB ({', '.join(sorted(set(table['memory_measure'].dropna())))}; "
+        f"test: EST < {ratio:.0%} of packing).",
         runs=tuple(str(r) for r in runs),
     )

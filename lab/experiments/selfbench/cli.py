@@ -8,10 +8,14 @@
 - ``easyscale``: the lab's EasyScaleThreads on the smoke model: µs per context switch and
   the per-step overhead against plain training (the same mini-batches by gradient
   accumulation) and against switching off: lab.experiments.easyscale.overhead.microbench.
+- ``p3``: P3's parameter server: p3 against baseline on loopback (the cost of its scheduling
+  where the network has nothing to give; target at most 3% slower), and the payload bytes/s
+  each host achieves against a tc-shaped link on an emulated 2-host cluster (root only):
+  lab.experiments.selfbench.p3.
 
-Results go to ``<results>/bench/launch_overhead.json``, ``streaming.json`` and
-``easyscale.json`` with the machine they were measured on; a compact table is printed.
-Exit status 1 if a line was lost.
+Results go to ``<results>/bench/launch_overhead.json``, ``streaming.json``,
+``easyscale.json`` and ``p3.json`` with the machine they were measured on; a compact table
+is printed. Exit status 1 if a line was lost.
 """
 
 from __future__ import annotations
@@ -25,11 +29,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-BENCHMARKS = ("launch", "streaming", "easyscale")
+BENCHMARKS = ("launch", "streaming", "easyscale", "p3")
 FILES = {
     "launch": "launch_overhead.json",
     "streaming": "streaming.json",
     "easyscale": "easyscale.json",
+    "p3": "p3.json",
 }
 
 
@@ -37,7 +42,8 @@ def add_parser(subparsers: Any) -> None:
     """Add the ``bench`` subcommand to ``python -m lab``'s parser."""
     p = subparsers.add_parser(
         "bench",
-        help="benchmark the lab itself: launch overhead, streaming capacity, EST switching",
+        help="benchmark the lab itself: launch overhead, streaming capacity, EST switching, "
+        "P3's parameter server",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -50,6 +56,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--launchers", default="local,mpi", help="comma-separated (default local,mpi)")
     p.add_argument("--est-steps", type=int, default=20, help="mini-batches per run (easyscale)")
     p.add_argument("--est-repeats", type=int, default=2, help="runs per variant (easyscale)")
+    p.add_argument("--p3-repeats", type=int, default=5, help="runs per schedule (p3, loopback)")
+    p.add_argument("--p3-steps", type=int, default=8, help="timed steps per run (p3, loopback)")
+    p.add_argument("--p3-rate", default="200mbit", help="shaped link rate (p3, emulated)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds any one run may take")
     p.add_argument("--results", dest="results_root", help="results root (default: results/)")
     p.set_defaults(handler=main)
@@ -69,6 +78,8 @@ def main(args: argparse.Namespace) -> int:
         ("--repeats", args.repeats),
         ("--stream-repeats", args.stream_repeats),
         ("--est-repeats", args.est_repeats),
+        ("--p3-repeats", args.p3_repeats),
+        ("--p3-steps", args.p3_steps),
     )
     for name, value in counts:
         if value < 1:
@@ -79,6 +90,10 @@ def main(args: argparse.Namespace) -> int:
         raise ParameterError(
             "--est-steps", args.est_steps, "an integer >= 2 (the first is not timed)"
         )
+    if "p3" in which:
+        from lab.cluster.emulation.spec import parse_rate
+
+        parse_rate(args.p3_rate, "--p3-rate")
     out_dir = results_root(args.results_root) / "bench"
     lost = 0
     for name in which:
@@ -97,6 +112,19 @@ def main(args: argparse.Namespace) -> int:
                 results_root=results_root(args.results_root),
             )
             print(easyscale_table(data))
+        elif name == "p3":
+            from lab.experiments.selfbench import p3
+
+            data = {
+                "scheduling_cost": p3.scheduling_cost(
+                    repeats=args.p3_repeats,
+                    steps=args.p3_steps,
+                    timeout=args.timeout,
+                    results_root=results_root(args.results_root),
+                ),
+                "link_rate": p3.link_rate(rate=args.p3_rate, timeout=args.timeout),
+            }
+            print(p3_table(data))
         else:
             from lab.experiments.selfbench.streaming import streaming
 
@@ -194,6 +222,42 @@ def easyscale_table(data: dict[str, Any]) -> str:
             f"step vs switching off        {data['switch_overhead']:>+9.2%}",
         ]
     )
+
+
+def p3_table(data: dict[str, Any]) -> str:
+    """P3's scheduling cost and achieved link share as a few lines."""
+    cost, link = data["scheduling_cost"], data["link_rate"]
+    c = cost["params"]
+    met = "met" if cost["met_target"] else "NOT met"
+    rows = [
+        f"P3 (lab, torch gloo), {c['model']} batch {c['batch_size']}, 2 ranks on loopback, "
+        f"median of {c['repeats']}",
+        f"baseline {cost['baseline_img_per_s']:>9.1f} img/s   p3 {cost['p3_img_per_s']:>9.1f} img/s"
+        f"   p3 slower by {cost['slowdown']:+.2%} (target <= {cost['target_slowdown']:.0%}: {met})",
+    ]
+    if cost.get("slowdown_per_repeat"):
+        each = ", ".join(f"{x:+.1%}" for x in cost["slowdown_per_repeat"])
+        rows.append(f"p3 slower by, per repeat: {each}")
+    if "cpu_overhead" in cost:
+        rows.append(
+            f"CPU s per step and rank: baseline {cost['baseline_cpu_s_per_step']:.3f}, "
+            f"p3 {cost['p3_cpu_s_per_step']:.3f}: p3 {cost['cpu_overhead']:+.2%}"
+        )
+    p = link["params"]
+    if "skipped" in link:
+        rows.append(f"link rate on {p['cluster']}: skipped ({link['skipped']})")
+        return "\n".join(rows)
+    rows.append(
+        f"payload bytes/s per host on {p['cluster']}, links shaped to {p['rate']} "
+        f"({p['link_bytes_per_s'] / 1e6:.1f} MB/s)"
+    )
+    for schedule, r in link["schedules"].items():
+        per_host = "  ".join(
+            f"{b / 1e6:.2f} MB/s ({s:.0%})"
+            for b, s in zip(r["bytes_per_s_per_host"], r["share_of_link"], strict=True)
+        )
+        rows.append(f"{schedule:<10}{per_host}")
+    return "\n".join(rows)
 
 
 def streaming_table(data: dict[str, Any]) -> str:

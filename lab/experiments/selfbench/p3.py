@@ -1,0 +1,180 @@
+"""P3's parameter server measured against itself: what its scheduling costs, what it moves.
+
+- ``scheduling_cost``: p3 against baseline on loopback (two local ranks, no shaping), where
+  the network is fast and priority has nothing to win, so any difference is the cost of
+  slicing, priority queues and one message in flight. Target: p3 at most 3% slower.
+  Schedules alternate run by run (baseline, p3, p3, baseline, ...), so a machine that gets
+  busier shifts both alike; the medians over repeats are compared, and each repeat's pair
+  and the range are kept, since on a shared machine one run can be far off. Beside the wall
+  clock, the CPU seconds per step and rank (all its threads): what the scheduling itself
+  costs, and far less moved by other processes competing for the cores.
+- ``link_rate``: the payload bytes per second each host's parameter-server traffic
+  achieves on an emulated 2-host cluster whose links are shaped to a known rate (tc; needs
+  root), against that rate. Payload only (headers of 24 bytes per message included, TCP/IP
+  framing not), over the timed steps, compute included: the share of the link the schedule
+  keeps busy.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from pathlib import Path
+from typing import Any
+
+from lab.errors import NothingMeasured
+
+TARGET_SLOWDOWN = 0.03
+EXPERIMENT = "selfbench-p3"
+
+
+def _point(
+    schedule: str, model: str, batch_size: int, steps: int, image_size: int = 32
+) -> dict[str, Any]:
+    return {
+        "schedule": schedule,
+        "model": model,
+        "batch_size": batch_size,
+        "image_size": image_size,
+        "steps": steps,
+        "warmup_steps": 2,
+        "trace_steps": 0,
+    }
+
+
+def _summaries(run_dir: str | Path) -> list[dict[str, Any]]:
+    from lab.metrics.store import load_run
+
+    df = load_run(run_dir)
+    summ = df[df["kind"] == "summary"]
+    if summ.empty:
+        raise NothingMeasured(f"no summary records in {run_dir}")
+    return summ.to_dict("records")
+
+
+def _throughput(rows: list[dict[str, Any]], batch_size: int) -> float:
+    """Images per second of the job: each rank's timed steps x batch over its timed time."""
+    return sum(batch_size * r["steps"] / r["timed_seconds"] for r in rows)
+
+
+def scheduling_cost(
+    repeats: int = 3,
+    steps: int = 8,
+    model: str = "vgg_like",
+    batch_size: int = 32,
+    timeout: float = 300.0,
+    results_root: Any = None,
+    image_size: int = 32,
+) -> dict[str, Any]:
+    """p3's throughput against baseline's on loopback; ``slowdown`` = baseline/p3 - 1."""
+    from lab.bench.p3.config import P3Config
+    from lab.cluster import launch
+    from lab.experiments.easyscale.runs import free_port
+    from lab.experiments.p3.sweep import RANK_ENV
+
+    runs: dict[str, list[dict[str, Any]]] = {"baseline": [], "p3": []}
+    for i in range(repeats):
+        for schedule in ("baseline", "p3") if i % 2 == 0 else ("p3", "baseline"):
+            point = _point(schedule, model, batch_size, steps, image_size)
+            cfg = P3Config(**point).check(2)
+            result = launch(
+                cfg.argv(),
+                np=2,
+                launcher="local",
+                cluster="local",
+                experiment=EXPERIMENT,
+                env=RANK_ENV,
+                options={"master_port": free_port()},
+                params={**point, "bench": "scheduling_cost"},
+                view=None,
+                timeout=timeout,
+                results_root=results_root,
+            )
+            rows = _summaries(result.run_dir)
+            cpu = sum(float(r["cpu_seconds"]) for r in rows) / sum(int(r["steps"]) for r in rows)
+            runs[schedule].append(
+                {
+                    "run": str(result.run_dir),
+                    "img_per_s": _throughput(rows, batch_size),
+                    "cpu_s_per_step": cpu,
+                }
+            )
+    med = {s: statistics.median(r["img_per_s"] for r in rs) for s, rs in runs.items()}
+    slowdown = med["baseline"] / med["p3"] - 1
+    cpu = {s: statistics.median(r["cpu_s_per_step"] for r in rs) for s, rs in runs.items()}
+    pairs = [
+        b["img_per_s"] / p["img_per_s"] - 1
+        for b, p in zip(runs["baseline"], runs["p3"], strict=True)
+    ]
+    return {
+        "params": {
+            "repeats": repeats,
+            "steps": steps,
+            "model": model,
+            "batch_size": batch_size,
+            "np": 2,
+            "link": "loopback, unshaped",
+            "implementation": "P3 (lab, torch.distributed gloo)",
+        },
+        "baseline_img_per_s": med["baseline"],
+        "p3_img_per_s": med["p3"],
+        "slowdown": slowdown,
+        "slowdown_per_repeat": pairs,
+        "baseline_cpu_s_per_step": cpu["baseline"],
+        "p3_cpu_s_per_step": cpu["p3"],
+        "cpu_overhead": cpu["p3"] / cpu["baseline"] - 1,
+        "spread_img_per_s": {
+            s: [min(r["img_per_s"] for r in rs), max(r["img_per_s"] for r in rs)]
+            for s, rs in runs.items()
+        },
+        "target_slowdown": TARGET_SLOWDOWN,
+        "met_target": bool(slowdown <= TARGET_SLOWDOWN),
+        "runs": runs,
+    }
+
+
+def link_rate(
+    rate: str = "200mbit",
+    schedules: tuple[str, ...] = ("baseline", "p3"),
+    steps: int = 4,
+    model: str = "vgg_like",
+    batch_size: int = 4,
+    cluster: str = "emulated-2",
+    timeout: float = 300.0,
+) -> dict[str, Any]:
+    """Achieved payload bytes/s per host against the shaped link rate, per schedule; an
+    entry ``skipped`` with the reason where the machine cannot emulate hosts (not root)."""
+    from lab.cluster.emulation.spec import parse_rate
+    from lab.experiments.p3.sweep import run_point
+
+    link_bytes = parse_rate(rate, "rate") / 8
+    out: dict[str, Any] = {
+        "params": {
+            "rate": rate,
+            "link_bytes_per_s": link_bytes,
+            "cluster": cluster,
+            "hosts": 2,
+            "model": model,
+            "batch_size": batch_size,
+            "steps": steps,
+            "implementation": "P3 (lab, torch.distributed gloo)",
+        },
+        "schedules": {},
+    }
+    if os.geteuid() != 0:
+        out["skipped"] = "emulated hosts need root (network namespaces, tc)"
+        return out
+    for schedule in schedules:
+        point = {**_point(schedule, model, batch_size, steps), "bandwidth": rate, "hosts": 2}
+        result = run_point(point, EXPERIMENT, cluster, timeout=timeout)
+        if not result.ok:
+            raise NothingMeasured(f"P3 {schedule} run failed on {cluster}: {result.run_dir}")
+        rows = _summaries(result.run_dir)
+        per_host = [float(r["wire_bytes_per_s"]) for r in rows]
+        out["schedules"][schedule] = {
+            "run": str(result.run_dir),
+            "bytes_per_s_per_host": per_host,
+            "share_of_link": [b / link_bytes for b in per_host],
+            "img_per_s": _throughput(rows, batch_size),
+        }
+    return out

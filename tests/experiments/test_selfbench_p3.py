@@ -1,0 +1,85 @@
+"""``python -m lab bench p3``: P3's scheduling cost on loopback (real ranks) and the CLI's
+plumbing of both P3 items into results/bench/p3.json and the printed table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lab.__main__ import main as lab_main
+from lab.experiments.selfbench import p3
+from lab.experiments.selfbench.cli import BENCHMARKS
+
+
+@pytest.mark.slow
+def test_scheduling_cost_measures_both_schedules_and_counts_every_payload_byte(
+    tmp_path: Path,
+) -> None:
+    from lab.metrics.store import load_run
+
+    data = p3.scheduling_cost(
+        repeats=1, steps=2, model="tiny", batch_size=4, results_root=tmp_path, image_size=8
+    )
+    assert data["baseline_img_per_s"] > 0 and data["p3_img_per_s"] > 0
+    want = data["baseline_img_per_s"] / data["p3_img_per_s"] - 1
+    assert data["slowdown"] == pytest.approx(want)
+    assert data["met_target"] == (data["slowdown"] <= 0.03)
+    assert data["baseline_cpu_s_per_step"] > 0 and data["p3_cpu_s_per_step"] > 0
+    for schedule in ("baseline", "p3"):
+        df = load_run(data["runs"][schedule][0]["run"])
+        params = int(df[df["kind"] == "header"]["params"].iloc[0])
+        sent = df[df["kind"] == "summary"]["wire_bytes_sent"].astype(int)
+        # each host sends its pushes to the other server and its server's values to the
+        # other worker: every parameter once, 4 bytes each, per timed step; + 24-byte headers
+        payload = 2 * params * 4
+        assert all(payload <= b < payload * 1.1 for b in sent), (schedule, list(sent), payload)
+
+
+def _fake(name: str, seen: list[dict[str, Any]]) -> Any:
+    def run(**kwargs: Any) -> dict[str, Any]:
+        seen.append({name: kwargs})
+        if name == "cost":
+            return {
+                "params": {"model": "vgg_like", "batch_size": 32, "repeats": kwargs["repeats"]},
+                "baseline_img_per_s": 100.0,
+                "p3_img_per_s": 98.0,
+                "slowdown": 100 / 98 - 1,
+                "target_slowdown": 0.03,
+                "met_target": True,
+                "runs": {},
+            }
+        params = {"cluster": "emulated-2", "rate": kwargs["rate"], "link_bytes_per_s": 25e6}
+        one = {"bytes_per_s_per_host": [20e6, 10e6], "share_of_link": [0.8, 0.4]}
+        return {"params": params, "schedules": {"p3": one}}
+
+    return run
+
+
+def test_p3_bench_writes_its_json_and_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen: list[dict[str, Any]] = []
+    monkeypatch.setattr(p3, "scheduling_cost", _fake("cost", seen))
+    monkeypatch.setattr(p3, "link_rate", _fake("link", seen))
+    argv = ["bench", "p3", "--results", str(tmp_path), "--p3-repeats", "2", "--p3-rate", "1gbit"]
+    assert lab_main(argv) == 0
+    assert "p3" in BENCHMARKS  # so plain `make bench` runs it too
+    assert seen[0]["cost"]["repeats"] == 2 and seen[1]["link"]["rate"] == "1gbit"
+    doc = json.loads((tmp_path / "bench" / "p3.json").read_text())
+    assert doc["benchmark"] == "p3" and doc["scheduling_cost"]["met_target"] is True
+    assert doc["link_rate"]["schedules"]["p3"]["share_of_link"] == [0.8, 0.4]
+    out = capsys.readouterr().out
+    assert "+2.04%" in out and "met" in out and "20.00 MB/s (80%)" in out
+
+
+@pytest.mark.parametrize("flag", [["--p3-repeats", "0"], ["--p3-rate", "fast"]])
+def test_p3_bench_refuses_bad_flags_before_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flag: list[str]
+) -> None:
+    seen: list[dict[str, Any]] = []
+    monkeypatch.setattr(p3, "scheduling_cost", _fake("cost", seen))
+    assert lab_main(["bench", "p3", "--results", str(tmp_path), *flag]) == 2
+    assert seen == [] and not (tmp_path / "bench").exists()
