@@ -1,8 +1,8 @@
 """A training task whose gradient noise scale grows as the loss falls: softmax regression
 taught by a softmax teacher, on fresh samples every step.
 
-KungFu's adaptive batch (OSDI'20, §3 and Fig 4) rests on McCandlish et al., "An Empirical
-Model of Large-Batch Training" (2018, §2-3 and Fig 4 there): the gradient noise scale
+KungFu's adaptive batch (OSDI'20, Fig 4 and its noise-scale policy) rests on McCandlish et
+al., "An Empirical Model of Large-Batch Training" (arXiv:1812.06162, 2018): the noise scale
 B_noise = tr(Σ) / |G|² is small while the mean gradient G is large and grows as training
 approaches a minimum, where G shrinks and the per-sample noise Σ does not. Here labels are
 drawn from a teacher's softmax (so even the teacher's own loss, the optimum, is above zero

@@ -3,8 +3,8 @@
 The adaptive policy (``lab.bench.adaptive``, after KungFu's ``gns_policy``) and
 fixed-batch baselines train on Horovod; every curve and number here is read back from the
 runs' records. The task (``lab.bench.teacher_task``) is one where the noise scale grows as
-the loss falls, the setting KungFu's policy is built for (KungFu OSDI'20 §3 and Fig 4,
-after McCandlish et al. 2018, "An Empirical Model of Large-Batch Training", §3): softmax
+the loss falls, the setting KungFu's policy is built for (KungFu OSDI'20, Fig 4, after
+McCandlish et al., "An Empirical Model of Large-Batch Training", arXiv:1812.06162): softmax
 regression taught by a softmax teacher on fresh samples, run to 1.1 × the teacher's loss,
 so the policy has a growing noise scale to act on. The smoke baselines are the policy's
 start and its cap: the question is whether growing beats staying at either end.
