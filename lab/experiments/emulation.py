@@ -228,7 +228,8 @@ def verdict(
         f"receiving {top['cpu_share_per_host']:.2f} of a core"
         + (f" ({share:.0%} of its quota)" if quota else "")
         + f"; over {slow['bandwidth']} links the allreduce takes {slow['ratio']:.2f}× the "
-        "ring bound. No paper publishes these numbers: this is distlab's own check"
+        "ring bound (precision: one run per host count and per bandwidth, no interval over "
+        "repeats). No paper publishes these numbers: this is distlab's own check"
     )
     if quota and share < MIN_SHARE:
         status = Status.NOT_RESOLVED
