@@ -193,7 +193,9 @@ def hosts_html(timeline: HostTimeline | None) -> str:
     )
     head = (
         "<tr><th>host</th><th>CPU s</th><th>periods throttled</th><th>share</th>"
-        f"<th>s throttled</th><th>throttled (&gt;{THROTTLED:.0%} of periods)</th></tr>"
+        "<th title=\"the kernel's throttled time: summed over CPUs, so it can exceed the "
+        "run's seconds\">s throttled</th>"
+        f"<th>throttled (&gt;{THROTTLED:.0%} of periods)</th></tr>"
     )
     table = f'<table class="distlab-hosts" style="font-size:12px">{head}{"".join(rows)}</table>'
     if not machine:
