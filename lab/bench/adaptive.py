@@ -9,30 +9,38 @@ compares the EMA with its value at the previous decision and, if it rose, multip
 batch by ``growth``, capped at ``max_batch``. KungFu's constants are the defaults: EMA
 weight 0.9 on the old value, clamp factor 2, growth ×2, cap 1024.
 
-The workload trains the least-squares task of lab.bench.pair_averaging (known optimum)
-with synchronous SGD on ``hvd.allreduce``. Each step every rank computes its local
-gradient on B / size samples and the averaged one; the two give the noise-scale terms of
-lab.bench.monitors (McCandlish et al.), averaged over ranks so every rank holds the same
-estimate, smoothed by KungFu's NoiseScaleEMA, and handed to the policy, which therefore
-takes the same decision everywhere. Records: ``step`` {step, samples (this rank's),
-batch_size (global), size, seconds, loss, eval_loss, noise_scale, warmup}, an ``event``
-{"name": "batch_size", "old", "new"} on each change, and a ``summary`` with the time,
-steps and samples to ``--target-loss``. ``--policy fixed`` is the fixed-batch baseline.
+The workload trains lab.bench.teacher_task (softmax regression taught by a softmax
+teacher, fresh samples every step: its noise scale grows as the loss falls, as in the
+setting KungFu's policy is built for) with synchronous SGD on ``hvd.allreduce``. Each step
+every rank computes its local gradient on B / size samples; one allreduce averages the
+gradients and their squared norms, which give the noise-scale terms of lab.bench.monitors
+(McCandlish et al.) as the ranks' average, so every rank holds the same estimate,
+smoothed by KungFu's NoiseScaleEMA and handed to the policy, which therefore takes the
+same decision everywhere. ``--seeds N`` trains N times in one launch (seeds ``seed`` ..
+``seed + N - 1``: the sampling streams differ, the teacher is the same), so intervals over
+seeds cost one start-up. Records: ``step`` {seed, step, samples (this rank's), batch_size
+(global), size, seconds, loss, eval_loss, noise_scale, warmup}, an ``event`` {"name":
+"batch_size", "old", "new"} on each change, and per seed a ``summary`` with the training
+time (the steps' seconds; evaluation is not counted), steps and samples to
+``--target-loss``. ``--policy fixed`` is the fixed-batch baseline.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from lab.errors import ParameterError, require_at_least
 from lab.metrics.records import emit
 
 POLICIES = ("adaptive", "fixed")
+TARGET_FACTOR = 1.1  # the default target loss: this much above the teacher's (the optimum)
 
 
 @dataclass
@@ -125,13 +133,10 @@ class FixedBatchPolicy:
 
 
 def run(ns: argparse.Namespace) -> int:
-    """Train the regression task under Horovod with the chosen policy."""
-    import numpy as np
-
-    from lab.bench import monitors
+    """Train the teacher task under Horovod with the chosen policy, once per seed."""
     from lab.bench.backends import common
     from lab.bench.backends.horovod import import_horovod
-    from lab.bench.pair_averaging import make_regression, squared_loss
+    from lab.bench.teacher_task import make_task
 
     tf = common.setup_tensorflow(ns.threads)
     hvd = import_horovod()
@@ -141,24 +146,14 @@ def run(ns: argparse.Namespace) -> int:
         raise ParameterError("np", size, "at least 2 ranks (the noise scale needs two batch sizes)")
     if ns.batch_size % size:
         raise ParameterError("batch-size", ns.batch_size, f"a multiple of the {size} ranks")
-    data = make_regression(ns.seed, rank, ns.features, ns.samples, ns.noise)
-    policy: AdaptiveBatchPolicy | FixedBatchPolicy
-    if ns.policy == "fixed":
-        policy = FixedBatchPolicy(ns.batch_size)
-    else:
-        policy = AdaptiveBatchPolicy(
-            ns.batch_size, ns.max_batch_size, ns.growth, interval=ns.interval, multiple_of=size
-        )
-    target = ns.target_loss if ns.target_loss > 0 else 2.0 * data.optimum_loss
-    w = np.zeros(ns.features, np.float32)
-    rng = np.random.default_rng([ns.seed, 2, rank])
-    gns_ema = monitors.NoiseScaleEMA()
+    task = make_task(ns.seed, ns.features, ns.classes, ns.temperature)
+    target = ns.target_loss if ns.target_loss > 0 else TARGET_FACTOR * task.optimum_loss
     emit(
         "header",
         rank=rank,
         world_size=size,
-        model="linear",
-        params=ns.features,
+        model=f"softmax {ns.features}x{ns.classes} (teacher)",
+        params=ns.features * ns.classes,
         backend="horovod",
         implementation=f"{ns.policy} batch (lab, Horovod allreduce)",
         policy=ns.policy,
@@ -166,50 +161,66 @@ def run(ns: argparse.Namespace) -> int:
         max_batch_size=ns.max_batch_size,
         lr=ns.lr,
         steps=ns.steps,
+        seeds=ns.seeds,
         target_loss=target,
-        optimum_loss=data.optimum_loss,
-        initial_loss=squared_loss(data.x_eval, data.y_eval, w),
+        optimum_loss=task.optimum_loss,
+        initial_loss=math.log(ns.classes),
         device=common.device_name(tf),
         horovod=_hvd_version(),
     )
-    batch, started, reached, samples_seen, rates = ns.batch_size, time.time(), None, 0, []
+    for seed in range(ns.seed, ns.seed + ns.seeds):
+        _train(ns, task, target, seed, hvd, tf, rank, size)
+    hvd.shutdown()
+    return 0
+
+
+def _train(ns: argparse.Namespace, task: Any, target: float, seed: int, hvd: Any, tf: Any,
+           rank: int, size: int) -> None:  # fmt: skip
+    """One seed's training: steps until ``--steps`` (or the target, with --until-target)."""
+    import numpy as np
+
+    from lab.bench import monitors
+
+    policy: AdaptiveBatchPolicy | FixedBatchPolicy
+    if ns.policy == "fixed":
+        policy = FixedBatchPolicy(ns.batch_size)
+    else:
+        policy = AdaptiveBatchPolicy(
+            ns.batch_size, ns.max_batch_size, ns.growth, interval=ns.interval, multiple_of=size
+        )
+    w = np.zeros(task.shape, np.float32)
+    rng = np.random.default_rng([seed, 2, rank])
+    gns_ema = monitors.NoiseScaleEMA()
+    batch, trained, reached, samples_seen, rates = ns.batch_size, 0.0, None, 0, []
     for step in range(ns.steps):
         t0 = time.perf_counter()
         local_b = batch // size
-        idx = rng.integers(0, len(data.y), local_b)
-        x, y = data.x[idx], data.y[idx]
-        r = x @ w - y
-        loss = float(0.5 * np.mean(r * r))
-        g_local = (x.T @ r / local_b).astype(np.float32)
-        g_avg = hvd.allreduce(tf.constant(g_local), op=hvd.Average, name="grad").numpy()
-        g_sq, s = monitors.noise_scale_np([g_local], [g_avg], local_b, batch)
-        terms = hvd.allreduce(tf.constant([g_sq, s], tf.float64), op=hvd.Average, name="gns")
-        noise_scale = gns_ema.update(*(float(v) for v in terms.numpy()))
+        loss, g_local = task.loss_and_grad(w, *task.sample(rng, local_b))
+        # one allreduce carries the gradient and |g_local|²: the noise-scale terms are
+        # linear in |g_local|², so terms from its rank average equal the ranks' averaged terms
+        flat = np.append(g_local.ravel(), np.float32(monitors.squared_norm([g_local])))
+        both = hvd.allreduce(tf.constant(flat), op=hvd.Average, name="grad").numpy()
+        g_avg = both[:-1].reshape(g_local.shape)
+        g_sq, s = monitors.noise_scale_terms(
+            float(both[-1]), monitors.squared_norm([g_avg]), local_b, batch
+        )
+        noise_scale = gns_ema.update(g_sq, s)
         w -= np.float32(ns.lr) * g_avg
         seconds = time.perf_counter() - t0
+        trained += seconds
         samples_seen += batch
-        ev = squared_loss(data.x_eval, data.y_eval, w)
+        ev = task.eval_loss(w)
         if reached is None and ev <= target:
-            reached = {"seconds": time.time() - started, "steps": step + 1, "samples": samples_seen}
+            reached = {"seconds": trained, "steps": step + 1, "samples": samples_seen}
         rates.append(batch / seconds)
-        emit(
-            "step",
-            rank=rank,
-            step=step,
-            samples=local_b,
-            batch_size=batch,
-            size=size,
-            seconds=round(seconds, 6),
-            warmup=False,
-            loss=round(loss, 6),
-            eval_loss=round(ev, 6),
-            noise_scale=round(noise_scale, 6),
-        )
-        if rank == 0:
+        emit("step", rank=rank, seed=seed, step=step, samples=local_b, batch_size=batch,
+             size=size, seconds=round(seconds, 6), warmup=False, loss=round(loss, 6),
+             eval_loss=round(ev, 6), noise_scale=round(noise_scale, 6))  # fmt: skip
+        if rank == 0 and step % 20 == 0:
             print(f"Iter #{step}: {local_b / seconds:.1f} img/sec per CPU", flush=True)
         new = policy.observe(noise_scale)
         if new != batch:
-            emit("event", rank=rank, name="batch_size", old=batch, new=new, step=step)
+            emit("event", rank=rank, seed=seed, name="batch_size", old=batch, new=new, step=step)
             batch = new
         if reached is not None and ns.until_target:
             break
@@ -217,20 +228,19 @@ def run(ns: argparse.Namespace) -> int:
     emit(
         "summary",
         rank=rank,
+        seed=seed,
         world_size=size,
         img_per_sec=round(mean_rate / size, 3),
         total=round(mean_rate, 3),
         unit="img/sec per rank",
         steps=len(rates),
         final_batch_size=batch,
-        eval_loss=round(squared_loss(data.x_eval, data.y_eval, w), 6),
+        eval_loss=round(task.eval_loss(w), 6),
         target_loss=target,
         time_to_target=None if reached is None else round(reached["seconds"], 6),
         steps_to_target=None if reached is None else reached["steps"],
         samples_to_target=None if reached is None else reached["samples"],
     )
-    hvd.shutdown()
-    return 0
 
 
 def _hvd_version() -> str:
@@ -245,23 +255,27 @@ def _hvd_version() -> str:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m lab.bench.adaptive",
-        description="Least squares on Horovod all-reduce with a fixed or noise-scale-adaptive "
+        description="Softmax regression taught by a teacher, on Horovod all-reduce, with a "
+        "fixed or noise-scale-adaptive "
         "global batch; run it under horovodrun (2 ranks or more).",
     )
     p.add_argument("--policy", choices=POLICIES, default="adaptive")
-    p.add_argument("--batch-size", type=int, default=8, help="starting global batch size")
+    p.add_argument("--batch-size", type=int, default=32, help="starting global batch size")
     p.add_argument("--max-batch-size", type=int, default=1024, help="the policy's cap")
     p.add_argument("--growth", type=float, default=2.0, help="batch factor on growth")
     p.add_argument("--interval", type=int, default=10, help="steps between decisions")
-    p.add_argument("--steps", type=int, default=300, help="at most this many steps")
-    p.add_argument("--target-loss", type=float, default=0.0, help="0: 2 × the optimum loss")
+    p.add_argument("--steps", type=int, default=400, help="at most this many steps per seed")
+    p.add_argument("--seeds", type=int, default=1, help="train this many seeds, one by one")
+    p.add_argument("--target-loss", type=float, default=0.0, help="0: 1.1 × the optimum loss")
     p.add_argument("--until-target", action="store_true", help="stop at the target loss")
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--features", type=int, default=16)
-    p.add_argument("--samples", type=int, default=4096, help="samples per rank")
-    p.add_argument("--noise", type=float, default=0.1, help="label noise std")
-    p.add_argument("--threads", type=int, default=1, help="TensorFlow threads (0: TF's default)")
+    p.add_argument("--lr", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=1, help="the teacher's and the first seed")
+    p.add_argument("--features", type=int, default=128)
+    p.add_argument("--classes", type=int, default=32)
+    p.add_argument("--temperature", type=float, default=4.0, help="teacher logits' std")
+    p.add_argument(
+        "--threads", type=int, default=1, help="TensorFlow's and numpy's threads (0: theirs)"
+    )
     return p
 
 
@@ -275,19 +289,28 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         require_at_least(
             ("batch-size", ns.batch_size, 1),
             ("steps", ns.steps, 1),
+            ("seeds", ns.seeds, 1),
             ("features", ns.features, 1),
-            ("samples", ns.samples, 1),
+            ("classes", ns.classes, 2),
             ("threads", ns.threads, 0),
         )
         if not ns.lr > 0:
             raise ParameterError("lr", ns.lr, "a number > 0")
+        if not ns.temperature > 0:
+            raise ParameterError("temperature", ns.temperature, "a number > 0")
     except ParameterError as exc:
         parser.error(str(exc))
     return ns
 
 
+BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ns = parse_args(argv)
+    if ns.threads:  # before numpy loads: its BLAS pool would otherwise take every core and
+        for name in BLAS_THREADS:  # spin, two ranks on two cores then crawl (80 ms/step)
+            os.environ.setdefault(name, str(ns.threads))
     try:
         return run(ns)
     except ParameterError as exc:

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from lab.cluster.launchers.base import Line, RunControl
+from lab.cluster.view_hosts import hosts_html, hosts_text, read_timeline
 from lab.cluster.view_render import (
     PLOT_PLACEHOLDER,
     log_html,
@@ -76,11 +77,16 @@ class HeadlessProgress:
     def on_end(self, state: str, exit_code: int, rank_exit_codes: Mapping[int, int | None]) -> None:
         self._tracker.end(state, exit_code, rank_exit_codes)
         with self._lock:
-            self._print(status_text(self._tracker.snapshot()))
+            snap = self._tracker.snapshot()
+            self._print(status_text(snap))
+            hosts = hosts_text(read_timeline(snap.run_dir)) if snap.run_dir else ""
+            if hosts:
+                self._print(f"[run {run_name(snap.run_dir)}] hosts: {hosts}")
 
 
 class RunView:
-    """The notebook view of one run: status, Stop, one log tab per rank, throughput plot.
+    """The notebook view of one run: status, Stop, one log tab per rank, throughput plot;
+    on emulated hosts, each host's throttling (table, and bands on the plot).
 
     Args:
         refresh: seconds between redraws of the logs and status.
@@ -115,6 +121,7 @@ class RunView:
         self.stop_button: Any = None
         self.tabs: Any = None
         self.logs: dict[int | None, Any] = {}
+        self.hosts: Any = None
         self.box: Any = None
 
     # -- RunObserver ----------------------------------------------------------------------
@@ -134,7 +141,8 @@ class RunView:
         self.tabs = w.Tab()
         for rank in ranks:
             self._add_tab(rank)
-        self.box = w.VBox([w.HBox([self.stop_button, self.status]), self.tabs])
+        self.hosts = w.HTML("")
+        self.box = w.VBox([w.HBox([self.stop_button, self.status]), self.hosts, self.tabs])
         if self._display:
             from IPython.display import display
 
@@ -189,12 +197,14 @@ class RunView:
         if plot and snap.version != self._plotted:
             self._plotted = snap.version
             self._plotted_at = time.monotonic()
+            hosts = read_timeline(snap.run_dir) if snap.run_dir else None
+            self.hosts.value = hosts_html(hosts)
             if self._plot_handle is not None:
                 # JupyterLab hands an update of the same mimetype to the live renderer, and
                 # plotly's renderer ignores it; a placeholder of another type in between
                 # makes JupyterLab draw the new figure afresh.
                 self._plot_handle.update(PLOT_PLACEHOLDER, raw=True)
-                self._plot_handle.update(plot_bundle(snap), raw=True)
+                self._plot_handle.update(plot_bundle(snap, hosts), raw=True)
 
     def _refresher(self) -> None:
         while not self._stop_event.wait(self.refresh_interval):
@@ -214,8 +224,9 @@ class RunView:
 
     def _box_bundle(self, snap: Snapshot) -> dict[str, Any]:
         bundle = dict(self.box._repr_mimebundle_() or {})
-        bundle["text/html"] = summary_html(snap)
-        bundle["text/plain"] = status_text(snap)
+        hosts = read_timeline(snap.run_dir) if snap.run_dir else None
+        bundle["text/html"] = summary_html(snap, hosts=hosts)
+        bundle["text/plain"] = "\n".join(filter(None, [status_text(snap), hosts_text(hosts)]))
         return bundle
 
     def _on_stop(self, _button: Any) -> None:

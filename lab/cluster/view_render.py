@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.cluster.noise import classify
+from lab.cluster.view_hosts import HostTimeline, host_traces, hosts_html
 from lab.cluster.view_state import Snapshot
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
@@ -87,8 +88,10 @@ def log_html(entries: Sequence[tuple[str, str]], height: str = "18em") -> str:
     )
 
 
-def plot_bundle(snap: Snapshot) -> dict[str, Any]:
-    """A plotly figure (raw mimebundle) of each rank's throughput over the run."""
+def plot_bundle(snap: Snapshot, hosts: HostTimeline | None = None) -> dict[str, Any]:
+    """A plotly figure (raw mimebundle) of each rank's throughput over the run; with
+    ``hosts`` (an emulated run), each host's throttled share of periods and the machine's
+    outside load on a second axis, so a slow stretch can be told from a throttled one."""
     data = [
         {
             "type": "scatter",
@@ -100,24 +103,40 @@ def plot_bundle(snap: Snapshot) -> dict[str, Any]:
         for r, pts in sorted(snap.series.items())
     ]
     title = "throughput per rank" if data else "throughput per rank (none reported yet)"
+    bands = host_traces(hosts)
     fig = {
-        "data": data,
+        "data": data + bands,
         "layout": {
             "title": {"text": title},
             "xaxis": {"title": {"text": "elapsed (s)"}},
             "yaxis": {"title": {"text": "samples/s"}, "rangemode": "tozero"},
             "height": PLOT_HEIGHT,
-            "margin": {"l": 60, "r": 20, "t": 40, "b": 40},
+            "margin": {"l": 60, "r": 60 if bands else 20, "t": 40, "b": 40},
+            **({"yaxis2": _THROTTLE_AXIS} if bands else {}),
         },
         "config": {"displaylogo": False},
     }
     plain = f"<throughput plot of run {run_name(snap.run_dir)}: {len(data)} ranks>"
+    if bands:
+        plain = plain[:-1] + f", throttling of {len(hosts.totals) if hosts else 0} hosts>"
     return {PLOTLY_MIME: fig, "text/plain": plain}
 
 
-def summary_html(snap: Snapshot, tail: int = 20) -> str:
-    """A static record of the run for readers without widget state: status and log tails."""
+_THROTTLE_AXIS = {
+    "title": {"text": "% of periods throttled"},
+    "overlaying": "y",
+    "side": "right",
+    "range": [0, 100],
+    "showgrid": False,
+}
+
+
+def summary_html(snap: Snapshot, tail: int = 20, hosts: HostTimeline | None = None) -> str:
+    """A static record of the run for readers without widget state: status, the hosts'
+    throttling (emulated runs) and log tails."""
     parts = [status_html(snap)]
+    if hosts is not None:
+        parts.append(hosts_html(hosts))
     for rank in sorted(snap.logs, key=lambda r: (r is None, r or 0)):
         lines = snap.logs[rank][-tail:]
         parts.append(

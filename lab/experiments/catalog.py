@@ -58,9 +58,10 @@ FIGURES: tuple[FigureEntry, ...] = (
         LAB,
         "cluster",
         "Emulated cluster",
-        "compute scaling over emulated hosts; allreduce time vs link bandwidth",
+        "compute scaling over emulated hosts; allreduce time vs link bandwidth; Horovod (MPI)"
+        " with default vs fair spin settings",
         "cluster/emulation.ipynb",
-        "torch.distributed (gloo), cgroups, tc",
+        "torch.distributed (gloo), Horovod (MPI), cgroups, tc",
         "smoke (needs root)",
     ),
     FigureEntry(

@@ -154,19 +154,29 @@ def with_bounds(table: pd.DataFrame, nbytes: int, n_hosts: int) -> pd.DataFrame:
     return out
 
 
-def figure(scaling: pd.DataFrame, allreduce: pd.DataFrame, caption: str | None = None) -> Any:
-    """Left: speed-up vs hosts beside linear. Right: allreduce time vs link bandwidth
-    beside the ring bound (log scale)."""
+def figure(
+    scaling: pd.DataFrame,
+    allreduce: pd.DataFrame,
+    caption: str | None = None,
+    fair: pd.DataFrame | None = None,
+) -> Any:
+    """Left: speed-up vs hosts beside linear. Middle: allreduce time vs link bandwidth
+    beside the ring bound (log scale). Right, given ``fair`` (lab.experiments.fair_settings
+    rows): samples per CPU-second per rank, default vs fair spin settings."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
+    from lab.experiments import fair_settings
     from lab.metrics.figures import add_caption
 
-    fig = make_subplots(
-        rows=1,
-        cols=2,
-        subplot_titles=["compute-bound speed-up vs hosts", "allreduce time vs link bandwidth"],
-    )
+    titles = ["compute-bound speed-up vs hosts", "allreduce time vs link bandwidth"]
+    if fair is not None:
+        titles.append("Horovod (MPI): default vs fair settings")
+    fig = make_subplots(rows=1, cols=len(titles), subplot_titles=titles)
+    if fair is not None:
+        for trace in fair_settings.per_cpu_traces(fair):
+            fig.add_trace(trace, row=1, col=3)
+        fig.update_yaxes(title_text=fair_settings.PER_CPU_AXIS, rangemode="tozero", row=1, col=3)
     hosts = scaling["hosts"].tolist()
     fig.add_trace(
         go.Scatter(x=hosts, y=scaling["speedup"].tolist(), mode="lines+markers", name="lab"),
@@ -218,7 +228,8 @@ def verdict(
         f"receiving {top['cpu_share_per_host']:.2f} of a core"
         + (f" ({share:.0%} of its quota)" if quota else "")
         + f"; over {slow['bandwidth']} links the allreduce takes {slow['ratio']:.2f}× the "
-        "ring bound. No paper publishes these numbers: this is distlab's own check"
+        "ring bound (precision: one run per host count and per bandwidth, no interval over "
+        "repeats). No paper publishes these numbers: this is distlab's own check"
     )
     if quota and share < MIN_SHARE:
         status = Status.NOT_RESOLVED

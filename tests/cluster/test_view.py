@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -281,3 +282,70 @@ def test_stop_button_works_while_the_cell_blocks(kernel) -> None:
     # Redraws from the refresher thread reach the frontend as the running cell's output.
     assert plot_updates_from_cell >= 2
     assert seen.get("comm_msg", 0) > 0
+
+
+THROTTLED_RUN = REPO / "tests" / "cluster" / "data" / "throttled_run"
+
+
+def test_host_timeline_of_a_recorded_throttled_run() -> None:
+    """A real Fig 9 point's hosts.jsonl: the two busy hosts ran out of quota from the first
+    half second on, the idle one never did, and each host knows its rank."""
+    from lab.cluster.view_hosts import read_timeline
+
+    timeline = read_timeline(THROTTLED_RUN)
+    assert timeline is not None
+    h1, h2, h3 = (timeline.totals[h] for h in ("h1", "h2", "h3"))
+    assert (h1.nr_throttled, h1.nr_periods, h1.ranks) == (54, 60, (0,))
+    assert h2.ranks == (1,) and h2.throttled_fraction > 0.9 and h2.throttled_s > 2.9
+    assert h3.nr_throttled == 0 and h3.ranks == ()
+    assert timeline.throttled_spans("h1") == [(0.503, 6.028)]  # the first interval was not
+    assert timeline.throttled_spans("h3") == []
+    assert timeline.intervals["h1"][0] == (0.0, 0.503, 0.0)
+    assert 1.0 < sum(v for _, v in timeline.outside) / len(timeline.outside) < 1.5
+    assert read_timeline(THROTTLED_RUN / "missing") is None
+
+
+def test_views_show_when_a_host_was_throttled(tmp_path: Path) -> None:
+    """The plot carries one throttled band per host on a second axis plus the outside load,
+    the saved summary a table saying which host was throttled and when, and the progress
+    line ends with the hosts' throttling."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(THROTTLED_RUN, run)
+    (run / "hosts.jsonl").open("a").write('{"t": 6.5, "host": "h1", "cpu_')  # half-written
+    view = RunView(display=False, refresh=10)
+    view.on_start(str(run), [0, 1], Control())
+    view.on_line(Line(0, "stdout", format_record("step", rank=0, step=1, samples=32, seconds=1)))
+    view.on_end("succeeded", 0, {0: 0, 1: 0})
+    shown = html.unescape(re.sub(r"<[^>]+>", " ", view.hosts.value))
+    assert re.search(r"h1 \(rank 0\)\s+2\.28\s+54/60\s+90%\s+3\.01\s+0\.5–6\.0 s", shown)
+    assert re.search(r"h3\s+0\.00\s+0/2\s+0%\s+0\.00\s+—", shown)
+    assert "outside load: 1.21 cores on average" in shown
+    summary = view._box_bundle(view.snapshot())
+    assert "distlab-hosts" in summary["text/html"] and "h2 throttled 92%" in summary["text/plain"]
+    fig = plot_bundle(view.snapshot(), read_timeline_of(run))[PLOTLY_MIME]
+    bands = {t["name"]: t for t in fig["data"] if t.get("yaxis") == "y2"}
+    assert set(bands) == {"h1 throttled %", "h2 throttled %", "h3 throttled %",
+                          "outside load % of machine"}  # fmt: skip
+    assert max(bands["h1 throttled %"]["y"]) == 100.0 and max(bands["h3 throttled %"]["y"]) == 0
+    assert fig["layout"]["yaxis2"]["range"] == [0, 100]
+    out = io.StringIO()
+    progress = HeadlessProgress(stream=out)
+    progress.on_start(str(run), [0, 1], Control())
+    progress.on_end("succeeded", 0, {0: 0, 1: 0})
+    last = out.getvalue().splitlines()[-1]
+    assert "hosts: h1 throttled 90% (3.0 s)" in last and "outside load 1.21 cores" in last
+
+
+def test_views_without_host_samples_show_no_hosts(tmp_path: Path) -> None:
+    tracker = RunTracker()
+    tracker.start(str(tmp_path), [0])
+    fig = plot_bundle(tracker.snapshot(), read_timeline_of(tmp_path))[PLOTLY_MIME]
+    assert fig["data"] == [] and "yaxis2" not in fig["layout"]
+
+
+def read_timeline_of(run: Path) -> Any:
+    from lab.cluster.view_hosts import read_timeline
+
+    return read_timeline(run)

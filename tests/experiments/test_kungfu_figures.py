@@ -409,38 +409,41 @@ def test_fig7_status_rule_and_missing_events(tmp_path) -> None:
         fig7.figure(bare)
 
 
-def _adaptive_run(path, policy: str, batch: int, to_target: float | None) -> dict:
-    """A run directory of lab.bench.adaptive as rank 0 leaves it, and its summary row."""
+def _adaptive_run(path, policy: str, batch: int, to_target: list[float | None]) -> dict:
+    """A run directory of lab.bench.adaptive as rank 0 leaves it (one seed per entry of
+    ``to_target``), and its summary row."""
     from lab.metrics.records import format_record
 
     path.mkdir(parents=True)
-    t0 = 1_700_000_000.0
-    lines = [
-        format_record(
-            "step",
-            rank=0,
-            step=i,
-            samples=batch // 2,
-            batch_size=batch * (2 if policy == "adaptive" and i > 1 else 1),
-            seconds=0.1,
-            noise_scale=10.0 + i,
-            eval_loss=1.0 / (i + 1),
-            time=t0 + 0.1 * (i + 1),
+    lines = []
+    for seed, target in enumerate(to_target, 1):
+        lines += [
+            format_record(
+                "step",
+                rank=0,
+                seed=seed,
+                step=i,
+                samples=batch // 2,
+                batch_size=batch * (2 if policy == "adaptive" and i > 1 else 1),
+                seconds=0.1,
+                noise_scale=10.0 + i,
+                eval_loss=1.0 / (i + 1),
+            )
+            for i in range(4)
+        ]
+        lines.append(
+            format_record(
+                "summary",
+                rank=0,
+                seed=seed,
+                final_batch_size=batch,
+                time_to_target=target,
+                steps_to_target=None if target is None else 3,
+                samples_to_target=None if target is None else 3 * batch,
+                eval_loss=0.25,
+                target_loss=0.3,
+            )
         )
-        for i in range(4)
-    ]
-    lines.append(
-        format_record(
-            "summary",
-            rank=0,
-            final_batch_size=batch,
-            time_to_target=to_target,
-            steps_to_target=None if to_target is None else 3,
-            samples_to_target=None if to_target is None else 3 * batch,
-            eval_loss=0.25,
-            target_loss=0.3,
-        )
-    )
     (path / "rank-0.log").write_text("\n".join(lines) + "\n")
     return {"policy": policy, "batch": batch, "state": "succeeded", "run_dir": str(path)}
 
@@ -450,43 +453,62 @@ def test_adaptive_builders_read_the_runs(tmp_path) -> None:
 
     summary = pd.DataFrame(
         [
-            _adaptive_run(tmp_path / "a", "adaptive", 8, 1.0),
-            _adaptive_run(tmp_path / "f8", "fixed", 8, None),
-            _adaptive_run(tmp_path / "f128", "fixed", 128, 2.0),
+            _adaptive_run(tmp_path / "a", "adaptive", 8, [1.0, 1.2]),
+            _adaptive_run(tmp_path / "f8", "fixed", 8, [None, None]),
+            _adaptive_run(tmp_path / "f128", "fixed", 128, [2.0, 2.2]),
         ]
     )
     curves = adaptive.curves(summary)
     assert set(curves["run"]) == {"adaptive (start 8)", "fixed (start 8)", "fixed (start 128)"}
     assert curves["img_per_s"].max() == pytest.approx(128 / 0.1)  # the whole batch per step
+    one = curves[(curves["run"] == "fixed (start 8)") & (curves["seed"] == 2)]
+    assert one["elapsed"].tolist() == pytest.approx([0.1, 0.2, 0.3, 0.4])  # per seed's clock
     fig = adaptive.figure(curves, caption="test", workers=2)
-    assert len(fig.data) == 3 * len(adaptive.PANELS)
+    assert len(fig.data) == 3 * 2 * len(adaptive.PANELS)  # runs x seeds x panels
+    assert sum(bool(t.showlegend) for t in fig.data) == 3
     assert {t.yaxis for t in fig.data} == {"y", "y2", "y3", "y4"}
-    finals = adaptive.finals(summary).set_index(["policy", "start batch"])
-    assert finals.loc[("fixed", 128), "time_to_target"] == 2.0
-    assert math.isnan(finals.loc[("fixed", 8), "time_to_target"])
+    finals = adaptive.finals(summary).set_index(["policy", "start batch", "seed"])
+    assert finals.loc[("fixed", 128, 2), "time_to_target"] == 2.2
+    assert math.isnan(finals.loc[("fixed", 8, 1), "time_to_target"])
+    t = adaptive.times(finals.reset_index()).set_index(["policy", "start batch"])
+    assert t.loc[("adaptive", 8), "time_to_target"] == pytest.approx(1.1)
+    assert t.loc[("adaptive", 8), "ci"] == pytest.approx(12.706 * 0.1, rel=1e-3)  # t(1) x s/√2
+    assert (t.loc[("fixed", 8), "reached"], t.loc[("fixed", 8), "seeds"]) == (0, 2)
+
+
+def _finals(times: dict[tuple[str, int], list[float]]) -> pd.DataFrame:
+    rows = [
+        {"policy": p, "start batch": b, "seed": i, "time_to_target": x}
+        for (p, b), xs in times.items()
+        for i, x in enumerate(xs)
+    ]
+    return pd.DataFrame(rows)
 
 
 def test_adaptive_verdict_says_the_paper_publishes_no_number(tmp_path) -> None:
     from lab.experiments.kungfu import adaptive
 
+    nan = math.nan
     assert adaptive.published().empty  # the artifact prints no number for Fig 4
-    finals = pd.DataFrame(
-        {
-            "policy": ["adaptive", "fixed", "fixed"],
-            "start batch": [8, 8, 128],
-            "time_to_target": [1.0, math.nan, 2.0],
-        }
-    )
+    finals = _finals({("adaptive", 8): [1.0, 1.1, 0.9], ("fixed", 8): [nan] * 3,
+                      ("fixed", 128): [2.0, 2.1, 1.9]})  # fmt: skip
     v = adaptive.verdict(finals, "smoke", runs=("r",), hardware="h")
-    assert v.status is Status.REPRODUCED and v.lab_value == 1.0
+    assert v.status is Status.REPRODUCED and v.lab_value == pytest.approx(1.0)
+    assert v.lab_ci == pytest.approx(4.303 * 0.1 / math.sqrt(3), rel=1e-3)
     assert v.published_value is None and "publishes no number for Fig 4" in v.why
-    close = finals.assign(time_to_target=[1.95, math.nan, 2.0])
-    assert adaptive.status_of(close)[0] is Status.NOT_RESOLVED
-    slower = finals.assign(time_to_target=[3.0, math.nan, 2.0])
+    assert "(3/3 seeds)" in v.why and "fastest fixed batch (128)" in v.why
+    overlap = _finals({("adaptive", 8): [1.0, 2.0, 3.0], ("fixed", 128): [2.0, 2.1, 1.9]})
+    assert adaptive.status_of(overlap)[0] is Status.NOT_RESOLVED
+    slower = _finals({("adaptive", 8): [3.0, 3.1, 2.9], ("fixed", 128): [2.0, 2.1, 1.9]})
     assert adaptive.status_of(slower)[0] is Status.NOT_REPRODUCED
-    never = finals.assign(time_to_target=[math.nan, math.nan, 2.0])
-    assert adaptive.status_of(never)[0] is Status.NOT_REPRODUCED
-    nobody = finals.assign(time_to_target=[math.nan] * 3)
+    missed = _finals({("adaptive", 8): [1.0, nan, 1.0], ("fixed", 128): [2.0, 2.1, 1.9]})
+    status, words = adaptive.status_of(missed)
+    assert status is Status.NOT_REPRODUCED and "2/3" in words
+    only_adaptive = _finals({("adaptive", 8): [1.0, 1.1], ("fixed", 8): [nan, 2.0]})
+    assert adaptive.status_of(only_adaptive)[0] is Status.REPRODUCED
+    one_seed = _finals({("adaptive", 8): [1.0], ("fixed", 128): [2.0]})
+    assert adaptive.status_of(one_seed)[0] is Status.NOT_RESOLVED
+    nobody = _finals({("adaptive", 8): [nan], ("fixed", 128): [nan]})
     assert adaptive.status_of(nobody)[0] is Status.NOT_RESOLVED
     with pytest.raises(NothingMeasured):
         adaptive.verdict(finals.iloc[0:0], "smoke", runs=("r",))

@@ -1,0 +1,263 @@
+"""Engines on equal terms: one engine whose progress loop spins, on the emulated hosts, with
+the engines' default settings and with the fair ones (lab.cluster.emulation.fair).
+
+A host with 0.4 of a core pays for every wake-up of Horovod's background thread and every
+poll of OpenMPI's progress loop out of its quota, which a GPU node's idle cores would
+absorb. The same point (Horovod over MPI) runs once with ``emulated: {fair: false}`` and
+once with the fair defaults; for each rank the CPU its host's cgroup used while the rank
+took its timed steps (``hosts.jsonl``) is set beside the samples it trained in them:
+*samples per CPU-second* says how much of the quota went into compute, throughput what
+the job got out of it. The claim is distlab's own. At smoke scale each setting is one run
+(a Horovod start on a 0.4-core host takes most of a minute), so there is no interval over
+repeats: the rule calls a difference only when it is larger than ``MARGIN`` and the ranks'
+ranges do not overlap, because repeated runs of one Horovod-MPI point on this machine have
+differed by more than that:
+
+- *reproduced*: fair over default samples per CPU-second above 1 + ``MARGIN``, every fair
+  rank above every default one;
+- *not reproduced*: below 1 − ``MARGIN``, every default rank above every fair one;
+- *not resolved at this scale*: otherwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from lab.errors import NothingMeasured
+from lab.experiments.evidence import where
+from lab.experiments.verdicts import Status, Verdict
+
+PAPER = "distlab"
+FIGURE = "Emulated cluster"
+SETTINGS = ("default", "fair")
+SYSTEM = "horovod-mpi"
+LABEL = "Horovod (MPI)"
+EXPERIMENT = "emulation-fair"
+MARGIN = 0.25
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "smoke": {"model": "small_cnn", "batch_size": 32, "workers": 2, "steps": 12, "warmup": 2},
+    "paper": {"model": "small_cnn", "batch_size": 32, "workers": 4, "steps": 60, "warmup": 5},
+}
+
+
+def with_setting(base: Any, setting: str) -> Any:
+    """The emulated cluster ``base`` with the fair defaults on (``fair``) or off."""
+    from lab.errors import ParameterError
+
+    if setting not in SETTINGS:
+        raise ParameterError("setting", setting, ", ".join(SETTINGS))
+    return dataclasses.replace(base, emulated={**base.emulated, "fair": setting == "fair"})
+
+
+def measure(base: Any, scale: str, p: Mapping[str, Any], **run: Any) -> pd.DataFrame:
+    """Runs the point once per setting; one row per rank (see ``rank_rows``)."""
+    from lab.experiments.points import run_point
+
+    point = {
+        "system": SYSTEM,
+        "workers": int(p["workers"]),
+        "model": p["model"],
+        "batch_size": int(p["batch_size"]),
+        "steps": int(p["steps"]),
+        "warmup_steps": int(p["warmup"]),
+    }
+    frames = []
+    for setting in SETTINGS:
+        result = run_point(point, EXPERIMENT, scale, with_setting(base, setting), **run)
+        if not result.ok:
+            continue  # a failed setting shows as missing in the table and the verdict
+        frames.append(rank_rows(result.run_dir).assign(setting=setting))
+    if not frames:
+        raise NothingMeasured(f"{FIGURE}: neither setting ran")
+    return pd.concat(frames, ignore_index=True)
+
+
+def _cpu_at(samples: pd.DataFrame, when: float) -> float:
+    """A host's cumulative CPU seconds at epoch ``when``, interpolated between samples."""
+    import numpy as np
+
+    return float(np.interp(when, samples["time"], samples["cpu_s"]))
+
+
+def _timed_steps(records: pd.DataFrame) -> pd.DataFrame:
+    """The lab's own step records past the workload's warm-up, with their end times."""
+    cols = ["rank", "step", "samples", "seconds", "time"]
+    if records.empty or "kind" not in records or "time" not in records:
+        return pd.DataFrame(columns=cols)
+    steps = records[records["kind"] == "step"].copy()
+    if "warmup" in steps:
+        steps = steps[steps["warmup"].fillna(False).astype(bool) == False]  # noqa: E712
+    for col in cols:
+        steps[col] = pd.to_numeric(steps[col], errors="coerce")
+    steps = steps.dropna(subset=cols)
+    steps = steps[steps["seconds"] > 0].drop_duplicates(["rank", "step"])
+    return steps.sort_values(["rank", "step"])[cols].reset_index(drop=True)
+
+
+def rank_rows(run_dir: str | Path) -> pd.DataFrame:
+    """Per rank: its host, the timed steps' samples and wall seconds, the CPU seconds its
+    host used over those steps, samples per CPU-second, throughput, and the share of quota
+    periods its host was throttled in over the run.
+
+    Raises:
+        NothingMeasured: no timed step or no host samples in the run directory.
+    """
+    from lab.metrics.protocol import steady_state_start
+    from lab.metrics.store import load_run
+
+    run_dir = Path(run_dir)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    host_of = {s["rank"]: s["host"] for s in manifest.get("slots", [])}
+    path = run_dir / "hosts.jsonl"
+    lines = [json.loads(x) for x in path.read_text().splitlines()] if path.is_file() else []
+    hosts = pd.DataFrame([x for x in lines if x.get("host")])
+    steps = _timed_steps(load_run(run_dir))
+    if hosts.empty or steps.empty:
+        raise NothingMeasured(f"{run_dir}: no timed steps or no host samples")
+    rows = []
+    for rank, g in steps.groupby("rank"):
+        g = g.iloc[steady_state_start(g["seconds"].tolist()) :]
+        host = host_of.get(int(rank))
+        mine = hosts[hosts["host"] == host].sort_values("time")
+        if mine.empty:
+            continue
+        start = float(g["time"].min() - g.loc[g["time"].idxmin(), "seconds"])
+        end, samples = float(g["time"].max()), float(g["samples"].sum())
+        cpu = _cpu_at(mine, end) - _cpu_at(mine, start)
+        last = mine.iloc[-1]
+        rows.append(
+            {
+                "rank": int(rank),
+                "host": host,
+                "samples": samples,
+                "seconds": end - start,
+                "cpu_s": cpu,
+                "samples_per_cpu_s": samples / cpu if cpu > 0 else float("nan"),
+                "throughput": samples / (end - start) if end > start else float("nan"),
+                "cores_used": cpu / (end - start) if end > start else float("nan"),
+                "throttled": last["nr_throttled"] / last["nr_periods"]
+                if last["nr_periods"]
+                else 0.0,
+                "run_dir": str(run_dir),
+            }
+        )
+    if not rows:
+        raise NothingMeasured(f"{run_dir}: no rank's host was sampled")
+    return pd.DataFrame(rows)
+
+
+def summary(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per setting: job throughput (sum over ranks), samples per CPU-second (mean,
+    min, max over ranks), cores used per rank, throttled share, and the run."""
+    g = table.groupby("setting", sort=False)
+    out = pd.DataFrame(
+        {
+            "throughput": g["throughput"].sum(),
+            "samples_per_cpu_s": g["samples_per_cpu_s"].mean(),
+            "min_per_cpu_s": g["samples_per_cpu_s"].min(),
+            "max_per_cpu_s": g["samples_per_cpu_s"].max(),
+            "cores_per_rank": g["cores_used"].mean(),
+            "throttled": g["throttled"].mean(),
+            "run_dir": g["run_dir"].first(),
+        }
+    )
+    return out.reindex([s for s in SETTINGS if s in out.index]).reset_index()
+
+
+PER_CPU_AXIS = "samples per CPU-second"
+
+
+def per_cpu_traces(table: pd.DataFrame) -> list[Any]:
+    """One marker per rank per setting: the samples it trained per CPU-second of its host."""
+    import plotly.graph_objects as go
+
+    first = table["setting"].iloc[0] if len(table) else None
+    return [
+        go.Scatter(
+            x=[r["setting"]],
+            y=[r["samples_per_cpu_s"]],
+            mode="markers",
+            marker={"size": 10},
+            name=f"{LABEL} rank {int(r['rank'])} ({r['host']})",
+            legendgroup=f"rank {int(r['rank'])}",
+            showlegend=bool(r["setting"] == first),
+        )
+        for _, r in table.iterrows()
+    ]
+
+
+def figure(table: pd.DataFrame, caption: str | None = None) -> Any:
+    """Left: samples per CPU-second per rank, per setting. Right: the job's throughput."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    from lab.metrics.figures import add_caption
+
+    s = summary(table)
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        subplot_titles=["compute per CPU-second (per rank)", "job throughput"],
+    )
+    for trace in per_cpu_traces(table):
+        fig.add_trace(trace, row=1, col=1)
+    fig.add_trace(go.Bar(x=s["setting"], y=s["throughput"], name=LABEL), row=1, col=2)
+    fig.update_yaxes(title_text=PER_CPU_AXIS, rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text="samples/s", rangemode="tozero", row=1, col=2)
+    fig.update_layout(
+        title="Horovod over MPI on emulated hosts: default spin settings vs fair ones",
+        template="plotly_white",
+    )
+    return add_caption(fig, caption)
+
+
+def verdict(
+    table: pd.DataFrame, scale: str, runs: Sequence[str] = (), hardware: str | None = None
+) -> Verdict:
+    """The rule in the module docstring.
+
+    Raises:
+        NothingMeasured: a setting is missing from ``table``.
+    """
+    s = summary(table).set_index("setting")
+    if set(s.index) != set(SETTINGS):
+        raise NothingMeasured(f"{FIGURE}: default vs fair needs both settings measured")
+    d, f = s.loc["default"], s.loc["fair"]
+    gain = f["samples_per_cpu_s"] / d["samples_per_cpu_s"]
+    apart = f["min_per_cpu_s"] > d["max_per_cpu_s"] or d["min_per_cpu_s"] > f["max_per_cpu_s"]
+    if apart and gain > 1 + MARGIN:
+        status, how = Status.REPRODUCED, "every fair rank above every default one"
+    elif apart and gain < 1 - MARGIN:
+        status, how = Status.NOT_REPRODUCED, "every default rank above every fair one"
+    else:
+        status = Status.NOT_RESOLVED
+        how = f"within {MARGIN:.0%} or the ranks' ranges overlap: not resolved at this scale"
+    why = (
+        f"{LABEL}: with the fair settings a rank trains {f['samples_per_cpu_s']:.1f} samples "
+        f"per CPU-second (ranks {f['min_per_cpu_s']:.1f}–{f['max_per_cpu_s']:.1f}), with the "
+        f"defaults {d['samples_per_cpu_s']:.1f} ({d['min_per_cpu_s']:.1f}–"
+        f"{d['max_per_cpu_s']:.1f}), {gain:.2f}× ({how}); the job runs at "
+        f"{f['throughput']:.1f} vs {d['throughput']:.1f} samples/s, each rank using "
+        f"{f['cores_per_rank']:.2f} vs {d['cores_per_rank']:.2f} cores, its host throttled in "
+        f"{f['throttled']:.0%} vs {d['throttled']:.0%} of periods; precision: one run per "
+        "setting, no interval over repeats"
+    )
+    runs = tuple(runs) or tuple(s["run_dir"])
+    return Verdict(
+        paper=PAPER,
+        figure=FIGURE,
+        claim="the fair settings leave more of a host's CPU share to compute than the defaults",
+        status=status,
+        lab_value=float(gain),
+        unit="× samples per CPU-second (fair over default)",
+        scale=scale,
+        hardware=where(runs) if hardware is None else hardware,
+        why=why + ".",
+        runs=runs,
+    )

@@ -1,0 +1,86 @@
+"""Default vs fair spin settings: each rank's CPU over its steady steps from a hand-made run
+directory, the summary, figure and verdict rule."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lab.errors import NothingMeasured, ParameterError
+from lab.experiments import Status, fair_settings
+from lab.metrics.records import format_record
+
+T0 = 1_795_000_000.0
+
+
+def _run(root: Path, name: str, cores: dict[str, float], step_s: float = 0.2) -> Path:
+    """Two ranks on h1/h2: 2 warm-up steps, then 10 steps of ``step_s`` from T0 + 5 s; each
+    host's cgroup used ``cores`` of CPU throughout, sampled every 0.5 s."""
+    run = root / name
+    run.mkdir()
+    slots = [{"rank": 0, "host": "h1"}, {"rank": 1, "host": "h2"}]
+    (run / "manifest.json").write_text(json.dumps({"experiment": "t", "slots": slots}))
+    for rank in (0, 1):
+        lines = [format_record("step", rank=rank, step=s, samples=32, seconds=3.0,
+                               warmup=True, time=T0 + 2 + s) for s in range(2)]  # fmt: skip
+        lines += [
+            format_record("step", rank=rank, step=2 + s, samples=32, seconds=step_s,
+                          warmup=False, time=T0 + 5 + (s + 1) * step_s)
+            for s in range(10)
+        ]  # fmt: skip
+        (run / f"rank-{rank}.log").write_text("\n".join(lines) + "\n")
+    samples = []
+    for k in range(1, 21):
+        t = 0.5 * k
+        for host, c in cores.items():
+            counts = {"nr_periods": 5 * k, "nr_throttled": 4 * k, "throttled_s": 0.1}
+            samples.append({"t": t, "time": T0 + t, "host": host, "cpu_s": c * t, **counts})
+        samples.append({"t": t, "time": T0 + t, "host": None, "outside_cores": 1.0})
+    (run / "hosts.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+    return run
+
+
+def test_rank_rows_set_host_cpu_beside_the_steady_steps(tmp_path: Path) -> None:
+    rows = fair_settings.rank_rows(_run(tmp_path, "r", {"h1": 0.4, "h2": 0.2}))
+    r = rows.set_index("rank")
+    assert r["host"].tolist() == ["h1", "h2"]
+    assert r["samples"].tolist() == [320, 320]  # warm-up steps left out
+    assert r["seconds"].tolist() == pytest.approx([2.0, 2.0])
+    assert r["cpu_s"].tolist() == pytest.approx([0.8, 0.4])  # 0.4 and 0.2 cores for 2 s
+    assert r["samples_per_cpu_s"].tolist() == pytest.approx([400.0, 800.0])
+    assert r["throughput"].tolist() == pytest.approx([160.0, 160.0])
+    assert r["throttled"].tolist() == pytest.approx([0.8, 0.8])
+
+
+def test_verdict_rule_and_figure(tmp_path: Path) -> None:
+    default = fair_settings.rank_rows(_run(tmp_path, "d", {"h1": 0.4, "h2": 0.4}))
+    fair = fair_settings.rank_rows(_run(tmp_path, "f", {"h1": 0.2, "h2": 0.25}))
+    table = pd.concat([default.assign(setting="default"), fair.assign(setting="fair")])
+    s = fair_settings.summary(table)
+    assert s["setting"].tolist() == ["default", "fair"]
+    assert s["samples_per_cpu_s"].tolist() == pytest.approx([400.0, 720.0])
+    v = fair_settings.verdict(table, "smoke")
+    assert v.status is Status.REPRODUCED and v.lab_value == pytest.approx(1.8)
+    assert v.why.startswith("Horovod (MPI): with the fair settings a rank trains 720.0 samples")
+    assert "(ranks 640.0–800.0)" in v.why and len(v.runs) == 2
+    swapped = table.assign(setting=table["setting"].map({"default": "fair", "fair": "default"}))
+    assert fair_settings.verdict(swapped, "smoke").status is Status.NOT_REPRODUCED
+    mixed = pd.concat([default.assign(setting="default"), default.assign(setting="fair")])
+    assert fair_settings.verdict(mixed, "smoke").status is Status.NOT_RESOLVED
+    close = fair_settings.rank_rows(_run(tmp_path, "c", {"h1": 0.36, "h2": 0.34}))
+    small = pd.concat([default.assign(setting="default"), close.assign(setting="fair")])
+    v = fair_settings.verdict(small, "smoke")  # apart, but only by 1.14x: within the margin
+    assert v.status is Status.NOT_RESOLVED and "within 25%" in v.why
+    with pytest.raises(NothingMeasured):
+        fair_settings.verdict(table[table["setting"] == "fair"], "smoke")
+    fig = fair_settings.figure(table, caption="test")
+    assert [t.name for t in fig.data][-1] == "Horovod (MPI)"
+    assert sum(t.showlegend is True for t in fig.data[:-1]) == 2  # one legend entry per rank
+
+
+def test_setting_names_are_checked() -> None:
+    with pytest.raises(ParameterError, match="default, fair"):
+        fair_settings.with_setting(object(), "spinny")
