@@ -189,7 +189,7 @@ DEFAULTS = {
         "ratios": list(RATIOS["smoke"]),
         # MXNet's arms at one point only (communication = compute): each MXNet run starts a
         # scheduler and a server beside every worker, which on 0.4-core hosts costs seconds
-        "mxnet_arms": ["mxnet-baseline", "mxnet-slicing"],
+        "mxnet_systems": ["mxnet-baseline", "mxnet-slicing"],
         "mxnet_ratios": [1.0],
         "mxnet_steps": 10,  # an MXNet step is short next to its start-up: more of them
     },
@@ -199,7 +199,7 @@ DEFAULTS = {
         "steps": 100,
         "warmup_steps": 10,
         "ratios": list(RATIOS["paper"]),
-        "mxnet_arms": ["mxnet-baseline", "mxnet-slicing", "p3-mxnet-fork"],
+        "mxnet_systems": ["mxnet-baseline", "mxnet-slicing", "p3-mxnet-fork"],
         "mxnet_ratios": list(RATIOS["paper"]),
         "mxnet_steps": 100,
     },
