@@ -17,6 +17,7 @@ from lab.cluster.launchers.base import Job
 from lab.cluster.launchers.dmlc import DmlcLauncher, local_python
 from lab.errors import ParameterError
 from lab.metrics.parsers import parse_lines
+from lab.metrics.store import summarize_run
 
 TWO_HOSTS = Cluster("two-local", (Host("localhost", slots=1), Host("127.0.0.1", slots=1)))
 WORKLOAD = ["python", "-m", "lab.bench.p3.mxnet_workload"]
@@ -120,6 +121,8 @@ def test_two_workers_train_and_every_process_ends(probe, tmp_path: Path) -> None
         assert len(losses) == 3 and all(0 < v < 10 for v in losses)
         header = next(r for r in records if r["kind"] == "header")
         assert header["engine"] == "MXNet 1.9.1 KVStore" and header["world_size"] == 2
+    row = summarize_run(result.run_dir)  # the store sums the two workers' Speedometer rates
+    assert row["ranks"] == 2 and row["steps"] == 6 and row["throughput_total"] > 0
 
 
 @pytest.mark.slow
