@@ -6,6 +6,7 @@ servers and the scheduler down with it; the workload's real Speedometer lines pa
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 
@@ -136,3 +137,32 @@ def test_a_failing_worker_ends_the_servers_and_scheduler(probe, tmp_path: Path) 
     assert not result.ok and result.seconds < 40, result.reason
     assert {result.rank_exit_codes[r] for r in (0, 1)} == {3}
     probe.assert_nothing_left(result.run_dir)
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_emulated_hosts_each_get_a_worker_and_a_server(probe, tmp_path: Path) -> None:
+    from lab.cluster import emulation
+    from lab.cluster.emulation import netns
+
+    needs_mxnet()
+    if emulation.missing():
+        pytest.skip(emulation.missing())
+    profile = tmp_path / "emulated-dmlc.yaml"
+    profile.write_text("name: emulated-dmlc\nemulated:\n  hosts: 2\n  slots: 1\n  cpu: 1.0\n"
+                       "  link: {bandwidth: 1gbit}\n")  # fmt: skip
+    result = launch([*WORKLOAD, *SMALL], np=2, launcher="dmlc", cluster=str(profile),
+                    env={"OMP_NUM_THREADS": "1"}, results_root=tmp_path, view=None,
+                    timeout=120)  # fmt: skip
+    assert result.ok, result.reason
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    placed = [(p["role"], p["host"]) for p in manifest["processes"]]
+    assert placed == [("worker", "h1"), ("worker", "h2"), ("server", "h1"), ("server", "h2"),
+                      ("scheduler", "h1")]  # fmt: skip
+    addresses = {h["name"]: h["address"] for h in manifest["cluster"]["hosts"]}
+    for p in manifest["processes"]:  # ps-lite announces the host's shaped address
+        assert p["env"]["DMLC_NODE_HOST"] == addresses[p["host"]]
+        assert p["env"]["DMLC_PS_ROOT_URI"] == addresses["h1"]
+    probe.assert_nothing_left(result.run_dir)
+    tag = manifest["cluster"]["hosts"][0]["namespace"].split("-")[1]
+    assert [n for n in netns.list_netns() if tag in n] == []
