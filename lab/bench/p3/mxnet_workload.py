@@ -88,11 +88,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     rank, workers = int(os.environ.get("RANK", kv.rank)), kv.num_workers
     mx.random.seed(cfg.seed)
     net = mxnet_models.build(cfg.model, cfg.num_classes)
-    net.initialize(mx.init.Xavier(), ctx=mx.cpu())
+    # a CUDA build of MXNet (mxnet-cu* on GPU nodes) trains on the worker's GPU, the PyPI
+    # CPU build on the CPU; the launcher has set CUDA_VISIBLE_DEVICES to the slot's GPU
+    ctx = mx.gpu(0) if mx.context.num_gpus() > 0 else mx.cpu()
+    net.initialize(mx.init.Xavier(), ctx=ctx)
     net.hybridize()
     shape = (cfg.batch_size, 3, cfg.image_size, cfg.image_size)
-    images = mx.nd.random.uniform(shape=shape)
-    labels = mx.nd.random.randint(0, cfg.num_classes, shape=(cfg.batch_size,)).astype("float32")
+    images = mx.nd.random.uniform(shape=shape, ctx=ctx)
+    labels = mx.nd.random.randint(0, cfg.num_classes, shape=(cfg.batch_size,), ctx=ctx)
+    labels = labels.astype("float32")
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     # One forward and backward pass before the keys are made, as Gluon's Trainer orders it:
     # it materialises the deferred shapes (with MXNet 1.9.1, initialising the keys right
@@ -111,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
          servers=kv.num_servers if hasattr(kv, "num_servers") else None, keys=len(params),
          big_bound=int(os.environ.get("MXNET_KVSTORE_BIGARRAY_BOUND", 1_000_000)),
          batch_size=cfg.batch_size, image_size=cfg.image_size, steps=cfg.steps,
-         warmup_steps=cfg.warmup_steps, lr=cfg.lr, pid=os.getpid(),
+         warmup_steps=cfg.warmup_steps, lr=cfg.lr, pid=os.getpid(), device=str(ctx),
          host=os.environ.get("DISTLAB_HOST", "localhost"))  # fmt: skip
 
     metric = mx.metric.Loss("loss")
