@@ -191,7 +191,7 @@ DEFAULTS = {
         # scheduler and a server beside every worker, which on 0.4-core hosts costs seconds
         "mxnet_systems": ["mxnet-baseline", "mxnet-slicing"],
         "mxnet_ratios": [1.0],
-        "mxnet_steps": 10,  # an MXNet step is short next to its start-up: more of them
+        "mxnet_steps": 6,  # its per-step rates vary little; start-up (5 processes) dominates
     },
     "paper": {
         "models": ["vgg19", "resnet50", "inception_v3"],
