@@ -3,6 +3,7 @@
 # depends on changed, it checks and returns in seconds.
 #
 # Steps: system packages the tests need (sshd, chromium, iproute2; root + apt only),
+# MXNet 1.9.1 in its own venv beside this one (env/setup_mxnet.sh),
 # the pinned Python packages, Horovod from the cached wheel (env/build_horovod.sh builds
 # it once per version set), and distlab itself in editable mode.
 set -euo pipefail
@@ -30,6 +31,9 @@ if [ ${#missing[@]} -gt 0 ]; then
     log "warning: missing ${missing[*]}; tests that need them will be skipped"
   fi
 fi
+
+# -- MXNet's own venv (.venv-mxnet: MXNet 1.9.1 needs numpy < 1.24; never fatal) ------
+env/setup_mxnet.sh || log "warning: MXNet is not installed; the MXNet rows will say so"
 
 # -- Python environment --------------------------------------------------------------
 want=$(cat requirements.txt pyproject.toml env/setup.sh env/build_*.sh env/kungfu-patches/* | sha256sum | cut -c1-16)

@@ -179,7 +179,8 @@ FIGURES: tuple[FigureEntry, ...] = (
         "throughput vs bandwidth",
         "throughput vs link bandwidth: baseline PS, slicing, P3; P3's speedup",
         "p3/throughput_vs_bandwidth.ipynb",
-        "the lab's PS with P3's schedules (lab, torch gloo); MXNet KVStore not yet",
+        "the lab's PS with P3's schedules (lab, torch gloo); MXNet 1.9.1 KVStore (baseline, "
+        "slicing; one bandwidth at smoke); P3's MXNet fork where installed",
         "smoke on 2 emulated hosts (needs root)",
     ),
     FigureEntry(

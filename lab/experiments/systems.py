@@ -11,11 +11,16 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from lab.cluster.launchers.base import find_program
 from lab.errors import ParameterError
 from lab.experiments.kungfu import artifact as kungfu_artifact
+from lab.experiments.p3 import artifact as p3_artifact
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MXNET_PYTHON = ".venv-mxnet/bin/python"  # make setup: env/setup_mxnet.sh
 
 
 @dataclass(frozen=True)
@@ -29,7 +34,8 @@ class System:
         backend: the ``--backend`` of the workload (None for workloads without one).
         module: the workload module run by every rank.
         options: launcher options.
-        requires: what must be there: a Python module name, ``exe:NAME`` or ``env:VAR``.
+        requires: what must be there: a Python module name, ``exe:NAME``, ``env:VAR`` or
+            ``path:FILE`` (relative to the repository: another venv's interpreter).
         min_workers: the smallest number of workers it runs with.
         command: builds the rank's argv from (point, python) instead of ``module`` and
             flags (for upstream scripts such as the KungFu artifact's).
@@ -55,6 +61,9 @@ class System:
             elif need.startswith("env:"):
                 if not os.environ.get(need[4:]):
                     return f"{need[4:]} is not set"
+            elif need.startswith("path:"):
+                if not (REPO_ROOT / need[5:]).is_file():
+                    return f"not installed ({need[5:]} is missing; make setup creates it)"
             elif importlib.util.find_spec(need) is None:
                 return f"Python package {need!r} is not installed"
         return None
@@ -120,6 +129,30 @@ SYSTEMS: dict[str, System] = {
             requires=("exe:kungfu-run", "env:KUNGFU_ARTIFACT"),
             command=kungfu_artifact.benchmark_argv("async-sgd"),
             min_workers=2,
+        ),
+        System(
+            "mxnet-baseline",
+            "baseline (MXNet 1.9.1 KVStore)",
+            "dmlc",
+            None,
+            module="lab.bench.p3.mxnet_workload",
+            requires=(f"path:{MXNET_PYTHON}",),
+        ),
+        System(
+            "mxnet-slicing",
+            "slicing (MXNet, MXNET_KVSTORE_BIGARRAY_BOUND=40000)",
+            "dmlc",
+            None,
+            module="lab.bench.p3.mxnet_workload",
+            requires=(f"path:{MXNET_PYTHON}",),
+        ),
+        System(
+            "p3-mxnet-fork",
+            "P3 (its MXNet fork, train_imagenet.py, dist_device_sync)",
+            "dmlc",
+            None,
+            requires=(f"env:{p3_artifact.HOME_ENV}", f"env:{p3_artifact.PYTHON_ENV}"),
+            command=p3_artifact.fork_argv,
         ),
         System(
             "pair-avg",

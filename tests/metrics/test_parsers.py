@@ -271,6 +271,14 @@ MXNET = [
         {"Train-RPNAcc": 0.78497, "RPNLogLoss": 0.57542},
     ),
     ("INFO:root:Iter[3] Batch [100]\tSpeed: 400.00 samples/sec", 3, 100, 400.0, {}),
+    # lab.bench.p3.mxnet_workload on MXNet 1.9.1 (emulated-2, 475mbit; its logging format)
+    (
+        "Epoch[0] Batch [4-5]\tSpeed: 99.35 samples/sec\tloss=2.260402",
+        0,
+        5,
+        99.35,
+        {"loss": 2.260402},
+    ),
 ]
 
 

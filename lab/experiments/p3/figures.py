@@ -14,7 +14,8 @@ from lab.experiments.p3.analysis import rate_of
 from lab.experiments.p3.published import PUBLISHED
 from lab.experiments.p3.sweep import LABELS
 
-COLORS = {"baseline": "#7f7f7f", "slicing": "#1f77b4", "p3": "#d62728"}
+COLORS = {"baseline": "#7f7f7f", "slicing": "#1f77b4", "p3": "#d62728", "mxnet-baseline": "#2f2f2f",
+          "mxnet-slicing": "#17becf", "p3-mxnet-fork": "#ff7f0e"}  # fmt: skip
 KIND_COLORS = {"backward": "#9467bd", "push": "#1f77b4", "server": "#bcbd22",
                "return": "#2ca02c", "next forward wait": "#d62728"}  # fmt: skip
 

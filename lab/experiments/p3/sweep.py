@@ -22,6 +22,11 @@ from lab.errors import NothingMeasured, ParameterError
 
 ARMS = ("baseline", "slicing", "p3")
 LABELS = {s: f"{s} (lab, torch gloo)" for s in ARMS}
+LABELS |= {  # the engines themselves (lab.experiments.systems names them the same)
+    "mxnet-baseline": "baseline (MXNet 1.9.1 KVStore)",
+    "mxnet-slicing": "slicing (MXNet, MXNET_KVSTORE_BIGARRAY_BOUND=40000)",
+    "p3-mxnet-fork": "P3 (its MXNet fork, train_imagenet.py, dist_device_sync)",
+}
 RATIOS = {"smoke": (4.0, 1.0, 0.25), "paper": (4.0, 2.0, 1.0, 0.5, 0.25, 0.125)}
 RANK_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 CONFIG_KEYS = tuple(f.name for f in dataclasses.fields(P3Config))
@@ -100,8 +105,12 @@ def run_point(
     """Run one point (``schedule``, ``model``, ``bandwidth``, ``hosts``, ...) and return its
     RunResult. Every setting is checked before anything starts."""
     from lab.cluster import launch
+    from lab.experiments.p3 import mxnet_arms
 
     c = with_link(cluster, point.get("bandwidth"), point.get("hosts"))
+    if mxnet_arms.is_mxnet(point.get("schedule")):
+        port = _free_port() if not c.emulated else 9091
+        return mxnet_arms.run_point(point, experiment, c, view, timeout, RANK_ENV, port)
     rate = c.emulated and (c.emulated.get("link") or {}).get("bandwidth")
     sockbuf = point.get("sockbuf", sockbuf_for(parse_rate(rate) if rate else None))
     cfg = config_of({**point, "sockbuf": sockbuf}, len(c.hosts))
@@ -178,6 +187,11 @@ DEFAULTS = {
         "steps": 4,
         "warmup_steps": 1,
         "ratios": list(RATIOS["smoke"]),
+        # MXNet's arms at one point only (communication = compute): each MXNet run starts a
+        # scheduler and a server beside every worker, which on 0.4-core hosts costs seconds
+        "mxnet_systems": ["mxnet-baseline", "mxnet-slicing"],
+        "mxnet_ratios": [1.0],
+        "mxnet_steps": 6,  # its per-step rates vary little; start-up (5 processes) dominates
     },
     "paper": {
         "models": ["vgg19", "resnet50", "inception_v3"],
@@ -185,16 +199,12 @@ DEFAULTS = {
         "steps": 100,
         "warmup_steps": 10,
         "ratios": list(RATIOS["paper"]),
+        "mxnet_systems": ["mxnet-baseline", "mxnet-slicing", "p3-mxnet-fork"],
+        "mxnet_ratios": list(RATIOS["paper"]),
+        "mxnet_steps": 100,
     },
 }
 ONE_ITERATION_DEFAULTS = {
     "smoke": {"model": "vgg_like", "batch_size": 32},
     "paper": {"model": "vgg19", "batch_size": 32},
 }
-
-
-MXNET_ARMS = (
-    "baseline (MXNet 1.9.1 KVStore)",
-    "slicing (MXNet, MXNET_KVSTORE_BIGARRAY_BOUND=40000)",
-)
-MXNET_ABSENT = "the lab has no MXNet workload or dmlc launcher yet"
