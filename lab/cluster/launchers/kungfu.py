@@ -181,8 +181,10 @@ class KungFuLauncher:
         for name, default in (("quiet", True), ("monitoring", False), ("elastic", False)):
             _bool_option(job, name, default)
         port_option(job, "config_port", DEFAULT_CONFIG_PORT)
-        for host in job.cluster.hosts if job.cluster else ():
-            kungfu_ipv4(host)
+        # emulated hosts get their IPv4 addresses when the cluster is brought up
+        if job.cluster is not None and not job.cluster.emulated:
+            for host in job.cluster.hosts:
+                kungfu_ipv4(host)
 
     def build(self, job: Job, slots: Sequence[Slot]) -> list[ProcessSpec]:
         check_job(job, slots)
@@ -203,7 +205,7 @@ class KungFuLauncher:
         specs, first_rank = [], 0
         for i, (host, n) in enumerate(capacity):
             program = self.program
-            if host.is_local:
+            if host.is_local or host.namespace is not None:  # this machine's own kungfu-run
                 program = find_program(self.program) or self.program
             argv = [program, "-np", str(job.np), "-H", host_list]
             if nic:
