@@ -96,6 +96,15 @@ SYSTEMS: dict[str, System] = {
             requires=("kungfu", "exe:kungfu-run"),
             min_workers=2,
         ),
+        System(  # KungFu Fig 7: resizes itself through kungfu-run -w's config server
+            "kungfu-elastic",
+            "KungFu elastic (config server)",
+            "kungfu",
+            None,
+            module="lab.bench.kungfu_elastic",
+            options={"elastic": True},
+            requires=("kungfu", "exe:kungfu-run"),
+        ),
         System(
             "kungfu-artifact-monitoring",
             "KungFu (artifact's monitoring benchmark)",
