@@ -87,6 +87,14 @@ SYSTEMS: dict[str, System] = {
             "kungfu-sync",
             requires=("kungfu", "exe:kungfu-run"),
         ),
+        System(  # KungFu Fig 8: its MonitorGradient{NoiseScale,Variance}Optimizer
+            "kungfu-monitor",
+            "KungFu sync SGD, its own monitors",
+            "kungfu",
+            "kungfu-monitor",
+            requires=("kungfu", "exe:kungfu-run"),
+            min_workers=2,
+        ),
         System("ps", "TF parameter server (1 PS)", "ps", "ps", options={"num_ps": 1}),
         System(
             "kungfu-async",

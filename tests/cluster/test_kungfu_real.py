@@ -93,6 +93,22 @@ def test_noise_scale_monitor_prints_and_agrees_with_kungfus(probe, tmp_path):
     assert crosscheck.max_relative_difference(pairs) <= crosscheck.NOISE_SCALE_RTOL
 
 
+def test_kungfus_own_variance_monitor_prints_every_interval(probe, tmp_path):
+    argv = ["-m", "lab.bench.synthetic", "--backend", "kungfu-monitor", "--monitor", "variance"]
+    argv += [*SMALL, "--interval", "3", "--steps", "6", "--warmup-steps", "0"]
+    result, recs = run_kungfu(probe, tmp_path, argv, 2)
+    for rank in (0, 1):
+        text = (result.run_dir / f"rank-{rank}.log").read_text()
+        printed = [ln for ln in text.splitlines() if ln.startswith("Variance: ")]
+        steps = [r for r in recs if r["kind"] == "step" and r["rank"] == rank]
+        # KungFu counts steps per traced op: the first step (traced on its own, it also
+        # broadcasts) monitors, then every 3rd step of the other trace from its first
+        assert len(printed) == 1 + -(-(len(steps) - 1) // 3) < len(steps)
+        assert all(float(ln.split(":")[1]) > 0 for ln in printed)
+    digests = {r["rank"]: r["digest"] for r in recs if r.get("name") == "weights"}
+    assert digests[0] == digests[1]  # still synchronous SGD
+
+
 def test_pair_averaging_converges_like_the_labs(probe, tmp_path):
     if not (importlib.util.find_spec("mpi4py") and find_program("mpirun")):
         pytest.skip("the lab's pair averaging needs mpi4py and mpirun")
@@ -137,6 +153,23 @@ def test_elastic_resize_one_two_one(probe, tmp_path):
     latencies = resize_latencies(recs)
     assert [(x["old_size"], x["new_size"]) for x in latencies] == [(1, 2), (2, 1)]
     assert all(x["latency"] is not None and x["latency"] > 0 for x in latencies)
+
+
+def test_elastic_resize_on_a_timed_schedule(probe, tmp_path):
+    """Fig 7's run: rank 0 plays seconds-since-first-step and every peer follows it."""
+    argv = ["-m", "lab.bench.kungfu_elastic", *SMALL, "--steps", "100000", "--warmup-steps", "0"]
+    _, recs = run_kungfu(
+        probe, tmp_path, [*argv, "--timed-schedule", "0:1,2:2,9:1,11:stop"], 1,
+        elastic=True, max_np=2,
+    )  # fmt: skip
+    asks = [r["slots"] for r in recs if r.get("name") == "discovery"]
+    assert asks == [1, 2, 1]  # every entry as it came due, the starting size too
+    latencies = resize_latencies(recs)
+    assert [(x["old_size"], x["new_size"]) for x in latencies] == [(1, 2), (2, 1)]
+    assert all(x["latency"] is not None and x["latency"] > 0 for x in latencies)
+    last = max(r["time"] for r in recs if r["kind"] == "step")
+    first = min(r["time"] for r in recs if r["kind"] == "step")
+    assert 9 <= last - first < 30  # stopped by the schedule, not by --steps
 
 
 @pytest.mark.root
