@@ -33,6 +33,7 @@ class System:
         min_workers: the smallest number of workers it runs with.
         command: builds the rank's argv from (point, python) instead of ``module`` and
             flags (for upstream scripts such as the KungFu artifact's).
+        check: says why something else it needs is missing (None: nothing is).
     """
 
     name: str
@@ -44,6 +45,7 @@ class System:
     requires: tuple[str, ...] = ()
     min_workers: int = 1
     command: Callable[[Mapping[str, Any], str], list[str]] | None = None
+    check: Callable[[], str | None] | None = None
 
     def unavailable(self) -> str | None:
         """Why this system cannot run here, or None when it can."""
@@ -57,7 +59,7 @@ class System:
                     return f"{need[4:]} is not set"
             elif importlib.util.find_spec(need) is None:
                 return f"Python package {need!r} is not installed"
-        return None
+        return self.check() if self.check is not None else None
 
 
 SYSTEMS: dict[str, System] = {
@@ -118,7 +120,8 @@ SYSTEMS: dict[str, System] = {
             "KungFu (artifact's monitoring benchmark)",
             "kungfu",
             None,
-            requires=("exe:kungfu-run", "env:KUNGFU_ARTIFACT"),
+            requires=("exe:kungfu-run",),
+            check=kungfu_artifact.missing,
             command=kungfu_artifact.monitoring_argv,
         ),
         System(
@@ -126,7 +129,8 @@ SYSTEMS: dict[str, System] = {
             "KungFu sync SGD (artifact's benchmark)",
             "kungfu",
             None,
-            requires=("exe:kungfu-run", "env:KUNGFU_ARTIFACT"),
+            requires=("exe:kungfu-run",),
+            check=kungfu_artifact.missing,
             command=kungfu_artifact.benchmark_argv("sync-sgd"),
         ),
         System(
@@ -134,7 +138,8 @@ SYSTEMS: dict[str, System] = {
             "KungFu pair averaging (artifact's benchmark)",
             "kungfu",
             None,
-            requires=("exe:kungfu-run", "env:KUNGFU_ARTIFACT"),
+            requires=("exe:kungfu-run",),
+            check=kungfu_artifact.missing,
             command=kungfu_artifact.benchmark_argv("async-sgd"),
             min_workers=2,
         ),
