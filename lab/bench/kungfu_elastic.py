@@ -133,7 +133,7 @@ def run(cfg: Any, schedule: dict[int, int], timed: list[tuple[float, int]] | Non
     rank, size = current_rank(), current_cluster_size()
     extra = {**common.versions(tf), "implementation": IMPLEMENTATION}
     rep = common.Reporter(cfg, rank, size, common.device_name(tf), extra=extra)
-    rep.header(count_params(model), size=size, schedule=schedule)
+    rep.header(count_params(model), size=size, schedule=schedule, timed_schedule=timed)
     total = cfg.warmup_steps + cfg.steps
     need_sync = True
     rates: dict[int, list[float]] = {}
