@@ -65,5 +65,6 @@ PY
 
 timeout 600 "${pip[@]}" install --quiet --no-deps --no-build-isolation -e .
 env/build_kungfu.sh "$venv" >/dev/null || [ $? = 3 ]  # 3: no KungFu source; runs without it
+env/build_kungfu_artifact.sh || [ $? = 3 ]  # its benchmark scripts, into ~/.cache/distlab
 echo "$want" > "$stamp"
 log "done: $("$venv/bin/python" -c 'import lab; print("distlab", lab.__version__)')"

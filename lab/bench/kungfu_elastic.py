@@ -1,5 +1,6 @@
 """KungFu's own elastic training: ``python -m lab.bench.kungfu_elastic --schedule 5:2,10:1``
-under ``kungfu-run -w`` (the ``kungfu`` launcher with ``elastic=True``).
+(or ``--timed-schedule 0:1,20:2,50:1,60:stop``) under ``kungfu-run -w`` (the ``kungfu``
+launcher with ``elastic=True``).
 
 KungFu OSDI'20 Fig 7 measures how long a running synchronous job takes to grow and to
 shrink. This is that experiment on KungFu itself, in the shape of KungFu's elastic example
@@ -10,9 +11,15 @@ all peers agree on it, kungfu-run starts the added peers and the removed ones se
 ``detached()`` and exit. After any change the model and the global step are broadcast
 from rank 0 (a new peer first receives them, then trains).
 
+A timed schedule (``SECONDS:SIZE,...,SECONDS:stop``, seconds since rank 0's first step, as
+the Horovod Elastic driver plays it) is read off rank 0's clock: every step rank 0
+broadcasts the size in effect (KungFu's ``broadcast``), so all peers resize, or stop, at
+the same step.
+
 Records are those of lab.bench.elastic, so ``resize_latencies`` and ``throughput_by_size``
 read both engines' runs: a ``step`` record per step with ``size`` and the global ``step``;
-rank 0 emits an ``event`` {"name": "discovery", "slots": n} when it asks for size n, and
+rank 0 emits an ``event`` {"name": "discovery", "slots": n} when it asks for size n (with a
+timed schedule: when each entry comes due, the first one too), and
 every peer of the new cluster an ``event`` {"name": "resize", "old_size", "new_size"}.
 """
 
@@ -43,8 +50,48 @@ def parse_schedule(text: str) -> dict[int, int]:
     return out
 
 
-def run(cfg: Any, schedule: dict[int, int]) -> int:
-    """Train until ``cfg.warmup_steps + cfg.steps`` global steps; resize as scheduled."""
+STOP = 0  # a timed schedule's "stop", as broadcast
+
+
+def parse_timed_schedule(text: str) -> list[tuple[float, int]]:
+    """``"0:1,20:2,50:stop"`` -> [(0.0, 1), (20.0, 2), (50.0, STOP)]; times must increase."""
+    out: list[tuple[float, int]] = []
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        at, _, size = item.partition(":")
+        try:
+            seconds = float(at)
+        except ValueError:
+            seconds = -1.0
+        ok = size == "stop" or (size.isdigit() and int(size) >= 1)
+        if seconds < 0 or not ok or (out and seconds <= out[-1][0]):
+            raise ParameterError(
+                "timed_schedule", text, "SECONDS:SIZE[,...][,SECONDS:stop], times increasing"
+            )
+        out.append((seconds, STOP if size == "stop" else int(size)))
+    return out
+
+
+class TimedSchedule:
+    """Rank 0's side of a timed schedule: the size in effect (or STOP) at each step, with
+    a ``discovery`` record when an entry comes due. The clock starts at the first step."""
+
+    def __init__(self, entries: list[tuple[float, int]], size: int) -> None:
+        self.entries, self.size, self.due, self.t0 = entries, size, 0, None
+
+    def want(self) -> int:
+        now = time.time()
+        self.t0 = now if self.t0 is None else self.t0
+        while self.due < len(self.entries) and self.entries[self.due][0] <= now - self.t0:
+            self.size = self.entries[self.due][1]
+            if self.size != STOP:
+                emit("event", name="discovery", rank=0, slots=self.size)
+            self.due += 1
+        return self.size
+
+
+def run(cfg: Any, schedule: dict[int, int], timed: list[tuple[float, int]] | None = None) -> int:
+    """Train until ``cfg.warmup_steps + cfg.steps`` global steps (or a timed schedule's
+    stop); resize as scheduled."""
     from lab.bench.backends import common
     from lab.bench.backends.kungfu import import_kungfu
     from lab.bench.models import build_model, count_params
@@ -53,7 +100,7 @@ def run(cfg: Any, schedule: dict[int, int]) -> int:
     import_kungfu()
     from kungfu.python import current_cluster_size, current_rank, detached
     from kungfu.tensorflow.initializer import broadcast_variables
-    from kungfu.tensorflow.ops import resize
+    from kungfu.tensorflow.ops import broadcast, resize
     from kungfu.tensorflow.optimizers import SynchronousSGDOptimizer
 
     common.seed_everything(cfg)
@@ -79,13 +126,18 @@ def run(cfg: Any, schedule: dict[int, int]) -> int:
     def resize_to(n: Any) -> Any:
         return resize(n)
 
+    @tf.function
+    def agree(n: Any) -> Any:  # rank 0's value, on every peer
+        return broadcast(n)
+
     rank, size = current_rank(), current_cluster_size()
     extra = {**common.versions(tf), "implementation": IMPLEMENTATION}
     rep = common.Reporter(cfg, rank, size, common.device_name(tf), extra=extra)
-    rep.header(count_params(model), size=size, schedule=schedule)
+    rep.header(count_params(model), size=size, schedule=schedule, timed_schedule=timed)
     total = cfg.warmup_steps + cfg.steps
     need_sync = True
     rates: dict[int, list[float]] = {}
+    clock = TimedSchedule(timed, size) if timed and rank == 0 else None
     while True:
         if need_sync:  # a new peer gets the model and the step; old peers send them
             sync()
@@ -100,10 +152,15 @@ def run(cfg: Any, schedule: dict[int, int]) -> int:
         rep.step(step, seconds, loss, size=size)
         if step >= cfg.warmup_steps:
             rates.setdefault(size, []).append(cfg.batch_size / seconds)
-        want = schedule.get(step + 1)
+        if timed:
+            want = int(agree(tf.constant(clock.want() if clock else size, tf.int32)))
+            if want == STOP:
+                break
+        else:
+            want = schedule.get(step + 1)
         if want is None or want == size:
             continue
-        if rank == 0:
+        if rank == 0 and not timed:
             emit("event", name="discovery", rank=0, slots=want, step=step + 1)
         changed = bool(resize_to(tf.constant(want, tf.uint32)))
         if detached():
@@ -132,6 +189,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup-steps", type=int, default=2)
     p.add_argument("--steps", type=int, default=20, help="global steps (across resizes)")
     p.add_argument("--schedule", default="", help="STEP:SIZE,...: resize after global STEP")
+    p.add_argument(
+        "--timed-schedule",
+        default="",
+        help="SECONDS:SIZE,...[,SECONDS:stop]: seconds since the first step (rank 0's clock); "
+        "replaces --schedule",
+    )
     p.add_argument("--optimizer", choices=("sgd", "momentum", "adam"), default="sgd")
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--seed", type=int, default=1)
@@ -139,16 +202,21 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_args(argv: Sequence[str] | None = None) -> tuple[Any, dict[int, int]]:
-    """(the synthetic workload's Config, the resize schedule), checked."""
+def parse_args(
+    argv: Sequence[str] | None = None,
+) -> tuple[Any, dict[int, int], list[tuple[float, int]]]:
+    """(the synthetic workload's Config, the step schedule, the timed schedule), checked."""
     return parse_checked(_parser(), _configure, argv)
 
 
-def _configure(ns: Any) -> tuple[Any, dict[int, int]]:
+def _configure(ns: Any) -> tuple[Any, dict[int, int], list[tuple[float, int]]]:
     model, image_size = check_training(ns)
     schedule = parse_schedule(ns.schedule)
+    timed = parse_timed_schedule(ns.timed_schedule)
+    if schedule and timed:
+        raise ParameterError("timed_schedule", ns.timed_schedule, "either it or --schedule")
     cfg = training_config(ns, model, image_size, BACKEND)
-    return cfg, schedule
+    return cfg, schedule, timed
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -97,7 +97,7 @@ FIGURES: tuple[FigureEntry, ...] = (
         "Fig 7",
         "dynamic scaling: resize latency",
         "kungfu/fig7_scaling.ipynb",
-        "Horovod Elastic (the lab's resizing)",
+        "KungFu itself (kungfu-run -w, its config server); Horovod Elastic (the lab's resizing)",
         "smoke",
     ),
     FigureEntry(
@@ -106,7 +106,8 @@ FIGURES: tuple[FigureEntry, ...] = (
         "Fig 8",
         "monitoring overhead: noise scale, variance",
         "kungfu/fig8_monitoring_overhead.ipynb",
-        "the lab's monitors on Horovod; KungFu's artifact where installed",
+        "KungFu itself (its monitoring optimizers); the lab's monitors on Horovod and KungFu's "
+        "artifact benchmark at paper scale",
         "smoke",
     ),
     FigureEntry(
@@ -115,8 +116,8 @@ FIGURES: tuple[FigureEntry, ...] = (
         "Fig 9",
         "scalability: ideal vs actual throughput",
         "kungfu/fig9_scalability.ipynb",
-        "Horovod (MPI), TF MWMS; KungFu where installed",
-        "smoke on 1/2/4 emulated hosts (needs root)",
+        "KungFu itself (sync SGD); Horovod (MPI); TF MWMS at paper scale",
+        "smoke on 2 emulated hosts (needs root)",
     ),
     FigureEntry(
         EASYSCALE,

@@ -39,6 +39,7 @@ class System:
         min_workers: the smallest number of workers it runs with.
         command: builds the rank's argv from (point, python) instead of ``module`` and
             flags (for upstream scripts such as the KungFu artifact's).
+        check: says why something else it needs is missing (None: nothing is).
     """
 
     name: str
@@ -50,6 +51,7 @@ class System:
     requires: tuple[str, ...] = ()
     min_workers: int = 1
     command: Callable[[Mapping[str, Any], str], list[str]] | None = None
+    check: Callable[[], str | None] | None = None
 
     def unavailable(self) -> str | None:
         """Why this system cannot run here, or None when it can."""
@@ -66,7 +68,7 @@ class System:
                     return f"not installed ({need[5:]} is missing; make setup creates it)"
             elif importlib.util.find_spec(need) is None:
                 return f"Python package {need!r} is not installed"
-        return None
+        return self.check() if self.check is not None else None
 
 
 SYSTEMS: dict[str, System] = {
@@ -96,6 +98,14 @@ SYSTEMS: dict[str, System] = {
             "kungfu-sync",
             requires=("kungfu", "exe:kungfu-run"),
         ),
+        System(  # KungFu Fig 8: its MonitorGradient{NoiseScale,Variance}Optimizer
+            "kungfu-monitor",
+            "KungFu sync SGD, its own monitors",
+            "kungfu",
+            "kungfu-monitor",
+            requires=("kungfu", "exe:kungfu-run"),
+            min_workers=2,
+        ),
         System("ps", "TF parameter server (1 PS)", "ps", "ps", options={"num_ps": 1}),
         System(
             "kungfu-async",
@@ -105,12 +115,22 @@ SYSTEMS: dict[str, System] = {
             requires=("kungfu", "exe:kungfu-run"),
             min_workers=2,
         ),
+        System(  # KungFu Fig 7: resizes itself through kungfu-run -w's config server
+            "kungfu-elastic",
+            "KungFu elastic (config server)",
+            "kungfu",
+            None,
+            module="lab.bench.kungfu_elastic",
+            options={"elastic": True},
+            requires=("kungfu", "exe:kungfu-run"),
+        ),
         System(
             "kungfu-artifact-monitoring",
             "KungFu (artifact's monitoring benchmark)",
             "kungfu",
             None,
-            requires=("exe:kungfu-run", "env:KUNGFU_ARTIFACT"),
+            requires=("exe:kungfu-run",),
+            check=kungfu_artifact.missing,
             command=kungfu_artifact.monitoring_argv,
         ),
         System(
@@ -118,7 +138,8 @@ SYSTEMS: dict[str, System] = {
             "KungFu sync SGD (artifact's benchmark)",
             "kungfu",
             None,
-            requires=("exe:kungfu-run", "env:KUNGFU_ARTIFACT"),
+            requires=("exe:kungfu-run",),
+            check=kungfu_artifact.missing,
             command=kungfu_artifact.benchmark_argv("sync-sgd"),
         ),
         System(
@@ -126,7 +147,8 @@ SYSTEMS: dict[str, System] = {
             "KungFu pair averaging (artifact's benchmark)",
             "kungfu",
             None,
-            requires=("exe:kungfu-run", "env:KUNGFU_ARTIFACT"),
+            requires=("exe:kungfu-run",),
+            check=kungfu_artifact.missing,
             command=kungfu_artifact.benchmark_argv("async-sgd"),
             min_workers=2,
         ),

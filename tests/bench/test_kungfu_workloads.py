@@ -38,8 +38,22 @@ def test_bad_flags_exit_2(module, argv, capsys):
 
 
 def test_elastic_config_carries_the_schedule():
-    cfg, schedule = kungfu_elastic.parse_args(["--schedule", "3:2,6:1", "--steps", "8"])
+    cfg, schedule, timed = kungfu_elastic.parse_args(["--schedule", "3:2,6:1", "--steps", "8"])
     assert schedule == {3: 2, 6: 1} and cfg.steps == 8 and cfg.backend == "kungfu-elastic"
+    assert timed == []
+
+
+def test_timed_schedule_parses_and_refuses_nonsense():
+    assert kungfu_elastic.parse_timed_schedule("0:1, 2.5:2,9:stop") == [
+        (0.0, 1),
+        (2.5, 2),
+        (9.0, kungfu_elastic.STOP),
+    ]
+    for bad in ("5", "5:0", "a:2", "-1:2", "5:2,3:1", "5:2,5:1"):
+        with pytest.raises(ParameterError, match="timed_schedule"):
+            kungfu_elastic.parse_timed_schedule(bad)
+    with pytest.raises(SystemExit):  # not both schedules
+        kungfu_elastic.parse_args(["--schedule", "3:2", "--timed-schedule", "0:1"])
 
 
 def step(rank: int, s: int, loss: float) -> dict:

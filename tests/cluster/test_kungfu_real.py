@@ -1,7 +1,8 @@
 """Real KungFu peers through lab.cluster.launch: S-SGD keeps the peers' weights identical,
 the noise-scale monitor prints its value and agrees with KungFu's own estimator, pair
-averaging converges like the lab's, an elastic job resizes 1 -> 2 -> 1; every run writes
-only into its run directory and leaves no process.
+averaging converges like the lab's, an elastic job resizes 1 -> 2 -> 1, S-SGD runs across
+two emulated hosts (one kungfu-run per network namespace); every run writes only into its
+run directory and leaves no process.
 
 KungFu is built by ``make setup`` (env/build_kungfu.sh). Where it is not installed these
 tests are skipped, unless KUNGFU_SOURCE is set (CI names the vendored source): then a
@@ -11,6 +12,7 @@ missing KungFu is a failed build and the tests fail.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -19,7 +21,8 @@ from typing import Any
 import pytest
 
 from lab.bench.elastic import resize_latencies
-from lab.cluster import launch
+from lab.cluster import emulation, launch
+from lab.cluster.emulation import netns
 from lab.cluster.launchers.base import find_program
 from lab.experiments.kungfu import crosscheck
 
@@ -90,6 +93,22 @@ def test_noise_scale_monitor_prints_and_agrees_with_kungfus(probe, tmp_path):
     assert crosscheck.max_relative_difference(pairs) <= crosscheck.NOISE_SCALE_RTOL
 
 
+def test_kungfus_own_variance_monitor_prints_every_interval(probe, tmp_path):
+    argv = ["-m", "lab.bench.synthetic", "--backend", "kungfu-monitor", "--monitor", "variance"]
+    argv += [*SMALL, "--interval", "3", "--steps", "6", "--warmup-steps", "0"]
+    result, recs = run_kungfu(probe, tmp_path, argv, 2)
+    for rank in (0, 1):
+        text = (result.run_dir / f"rank-{rank}.log").read_text()
+        printed = [ln for ln in text.splitlines() if ln.startswith("Variance: ")]
+        steps = [r for r in recs if r["kind"] == "step" and r["rank"] == rank]
+        # KungFu counts steps per traced op: the first step (traced on its own, it also
+        # broadcasts) monitors, then every 3rd step of the other trace from its first
+        assert len(printed) == 1 + -(-(len(steps) - 1) // 3) < len(steps)
+        assert all(float(ln.split(":")[1]) > 0 for ln in printed)
+    digests = {r["rank"]: r["digest"] for r in recs if r.get("name") == "weights"}
+    assert digests[0] == digests[1]  # still synchronous SGD
+
+
 def test_pair_averaging_converges_like_the_labs(probe, tmp_path):
     if not (importlib.util.find_spec("mpi4py") and find_program("mpirun")):
         pytest.skip("the lab's pair averaging needs mpi4py and mpirun")
@@ -134,3 +153,57 @@ def test_elastic_resize_one_two_one(probe, tmp_path):
     latencies = resize_latencies(recs)
     assert [(x["old_size"], x["new_size"]) for x in latencies] == [(1, 2), (2, 1)]
     assert all(x["latency"] is not None and x["latency"] > 0 for x in latencies)
+
+
+def test_elastic_resize_on_a_timed_schedule(probe, tmp_path):
+    """Fig 7's run: rank 0 plays seconds-since-first-step and every peer follows it."""
+    argv = ["-m", "lab.bench.kungfu_elastic", *SMALL, "--steps", "100000", "--warmup-steps", "0"]
+    _, recs = run_kungfu(
+        probe, tmp_path, [*argv, "--timed-schedule", "0:1,2:2,9:1,11:stop"], 1,
+        elastic=True, max_np=2,
+    )  # fmt: skip
+    asks = [r["slots"] for r in recs if r.get("name") == "discovery"]
+    assert asks == [1, 2, 1]  # every entry as it came due, the starting size too
+    latencies = resize_latencies(recs)
+    assert [(x["old_size"], x["new_size"]) for x in latencies] == [(1, 2), (2, 1)]
+    assert all(x["latency"] is not None and x["latency"] > 0 for x in latencies)
+    last = max(r["time"] for r in recs if r["kind"] == "step")
+    first = min(r["time"] for r in recs if r["kind"] == "step")
+    assert 9 <= last - first < 30  # stopped by the schedule, not by --steps
+
+
+@pytest.mark.root
+@pytest.mark.skipif(emulation.missing() is not None, reason=emulation.missing() or "")
+def test_sync_sgd_across_two_emulated_hosts(probe, tmp_path, monkeypatch):
+    """Each host's kungfu-run runs in that host's namespace with ``-self`` its address, so
+    the peers reach each other only over the emulated link, and still agree on the model.
+    The venv's bin/ is off PATH, as in a notebook's kernel: kungfu-run is found beside
+    the interpreter."""
+    venv_bin = os.path.dirname(find_program("kungfu-run") or "")
+    path = os.environ.get("PATH", "").split(os.pathsep)
+    monkeypatch.setenv("PATH", os.pathsep.join(p for p in path if p != venv_bin))
+    prof = tmp_path / "emulated-kf.yaml"
+    prof.write_text("name: emulated-kf\nemulated: {hosts: 2, slots: 1, cpu: 0.5}\n")
+    argv = ["-m", "lab.bench.synthetic", "--backend", "kungfu-sync", *SMALL]
+    before = strays()
+    result = launch(
+        ["python", *argv, "--steps", "3", "--warmup-steps", "1"],
+        np=2,
+        launcher="kungfu",
+        cluster=str(prof),
+        timeout=120,
+        results_root=tmp_path,
+        view=None,
+    )
+    assert result.ok, result.reason
+    assert strays() == before
+    hosts = json.loads((result.run_dir / "manifest.json").read_text())["cluster"]["hosts"]
+    for host in hosts:  # each peer's own log, named by its host's address
+        logs = list((result.run_dir / "kungfu" / host["name"]).glob("*.stdout.log"))
+        assert [p.name for p in logs] == [f"{host['address']}.10000.stdout.log"]
+    recs = list(crosscheck.run_records(result.run_dir))
+    digests = {r["rank"]: r["digest"] for r in recs if r.get("name") == "weights"}
+    assert set(digests) == {0, 1} and digests[0] == digests[1]
+    probe.assert_nothing_left(result.run_dir)
+    tag = hosts[0]["namespace"].split("-")[1]
+    assert [n for n in netns.list_netns() if tag in n] == []

@@ -508,6 +508,19 @@ def test_kungfu_needs_ipv4_addresses():
         build(KungFuLauncher(program=KF), make_job(2, H1))
 
 
+def test_kungfu_checks_emulated_hosts_only_once_they_have_addresses():
+    """An emulated host's IPv4 address is given when the cluster is brought up, after
+    check(); a real cluster's host without one is refused there already."""
+    emulated = Cluster("emu", (Host("h1"), Host("h2")), emulated={"hosts": 2})
+    job = Job(command=tuple(CMD), np=2, cluster=emulated)
+    KungFuLauncher(program=sys.executable).check(job)
+    with pytest.raises(HostSpecError, match="'address:'"):
+        KungFuLauncher(program=sys.executable).check(make_job(2, H1))
+    crowded = Cluster("emu", (Host("h1", slots=2), Host("h2")), emulated={"hosts": 2})
+    with pytest.raises(LaunchError, match=r"one slot per host.*\(hosts with more slots: h1\)"):
+        KungFuLauncher(program=sys.executable).check(Job(command=tuple(CMD), np=2, cluster=crowded))
+
+
 def test_kungfu_rejects_bad_port_range():
     with pytest.raises(ParameterError, match="port_range"):
         build(KungFuLauncher(program=KF), make_job(2, port_range="10000"))

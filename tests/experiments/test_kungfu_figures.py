@@ -409,6 +409,49 @@ def test_fig7_status_rule_and_missing_events(tmp_path) -> None:
         fig7.figure(bare)
 
 
+def _kungfu_elastic_run(path, grow_after: float = 8.0, shrink_after: float = 0.1) -> str:
+    """A KungFu resizing run's directory: no events.jsonl, rank 0 printed its requests
+    (``discovery`` records, the first at the schedule's start) among its steps."""
+    import json
+
+    from lab.metrics.records import format_record
+
+    run = _elastic_run(path, grow_after, shrink_after)
+    (path / "events.jsonl").unlink()
+    (path / "manifest.json").write_text(
+        json.dumps({"params": {"system": "kungfu-elastic", "model": "tiny_cnn"}})
+    )
+    t0 = 1_700_000_000.0
+    asks = [
+        format_record("event", name="discovery", rank=0, slots=n, time=t0 + at)
+        for at, n in ((0.5, 1), (10.0, 2), (30.0, 1))
+    ]
+    with (path / "rank-0.log").open("a") as f:
+        f.write("\n".join(asks) + "\n")
+    return run
+
+
+def test_fig7_kungfus_run_reads_its_own_requests_and_heads_the_verdict(tmp_path) -> None:
+    from lab.experiments.kungfu import fig7
+
+    kf = _kungfu_elastic_run(tmp_path / "kf", grow_after=8.0, shrink_after=0.1)
+    hvd = _elastic_run(tmp_path / "hvd", grow_after=1.0, shrink_after=3.0)  # not reproduced
+    assert fig7.system_of(kf) == "kungfu-elastic" and fig7.system_of(hvd) == fig7.SYSTEM
+    table = fig7.resizes_of([hvd, kf])
+    assert table["system"].tolist() == [fig7.SYSTEM] * 2 + ["kungfu-elastic"] * 2
+    assert table["latency"].tolist() == pytest.approx([1.0, 3.0, 8.0, 0.1])
+    v = fig7.verdict(table, "smoke", runs=(hvd, kf), hardware="h")
+    # KungFu's own run is judged (grow 8 s > shrink 0.1 s), the lab's is reported beside
+    assert v.status is Status.REPRODUCED and v.lab_value == pytest.approx(8.0)
+    assert v.why.startswith("KungFu elastic") and "Horovod Elastic (lab): resize 1→2: 1 s" in v.why
+    fig = fig7.figure([kf, hvd], caption="test")
+    assert [t.name for t in fig.data] == [
+        "total img/s (KungFu elastic (config server))",
+        "total img/s (Horovod Elastic (lab))",
+    ]
+    assert [s["x0"] for s in fig.layout.shapes] == [9.5, 29.5]  # KungFu's own requests
+
+
 def _adaptive_run(path, policy: str, batch: int, to_target: list[float | None]) -> dict:
     """A run directory of lab.bench.adaptive as rank 0 leaves it (one seed per entry of
     ``to_target``), and its summary row."""

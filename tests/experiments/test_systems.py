@@ -85,13 +85,21 @@ def test_overhead_table_against_the_baseline_of_each_model() -> None:
     assert (t["overhead_ci"] > 0).all()
 
 
-def test_kungfu_artifact_systems_run_the_artifacts_exact_commands(monkeypatch) -> None:
+def test_kungfu_artifact_systems_run_the_artifacts_exact_commands(monkeypatch, tmp_path) -> None:
     from lab.experiments import SYSTEMS as S
 
     monkeypatch.delenv("KUNGFU_ARTIFACT", raising=False)
+    monkeypatch.setenv("DISTLAB_CACHE", str(tmp_path))  # make setup kept nothing here
     assert "KUNGFU_ARTIFACT is not set" in (S["kungfu-artifact-sync"].unavailable() or "") or (
         "kungfu-run is not installed" in (S["kungfu-artifact-sync"].unavailable() or "")
     )
+    kept = tmp_path / "kungfu-artifact" / "b1e1768" / "benchmarks" / "monitoring"
+    kept.mkdir(parents=True)
+    (kept / "benchmark.py").write_text("")  # as env/build_kungfu_artifact.sh keeps it
+    assert workload_argv({"system": "kungfu-artifact-monitoring"}, "py")[3] == str(
+        kept / "benchmark.py"
+    )
+    assert "KUNGFU_ARTIFACT" not in (S["kungfu-artifact-sync"].unavailable() or "")
     monkeypatch.setenv("KUNGFU_ARTIFACT", "/opt/KungFu")
     point = {
         "system": "kungfu-artifact-monitoring",
@@ -100,20 +108,27 @@ def test_kungfu_artifact_systems_run_the_artifacts_exact_commands(monkeypatch) -
         "monitor": "noise-scale",
         "interval": 1,
     }
-    assert workload_argv(point, "python3") == [
+    assert workload_argv({**point, "steps": 100, "warmup_steps": 10}, "python3") == [
         "python3",
+        "-m",
+        "lab.bench.tf1_compat",  # a TF1 script, run as it is under tensorflow.compat.v1
         "/opt/KungFu/benchmarks/monitoring/benchmark.py",
         "--kf-optimizer=noise-scale",
         "--model=ResNet50",
         "--batch-size=64",
         "--interval=1",
+        "--num-warmup-batches=10",
+        "--num-batches-per-iter=1",
+        "--num-iters=100",
     ]
     sync = workload_argv(
         {"system": "kungfu-artifact-async", "model": "ResNet50", "batch_size": 64}, "python3"
     )
     assert sync[1:] == [
+        "-m",
+        "lab.bench.tf1_compat",
         "/opt/KungFu/benchmarks/system/benchmark_kungfu.py",
-        "--kungfu=async-sgd",
+        "--kf-optimizer=async-sgd",
         "--model=ResNet50",
         "--batch-size=64",
     ]

@@ -15,6 +15,7 @@ BACKENDS: dict[str, tuple[str, bool]] = {
     "mwms": ("mwms", True),
     "kungfu-sync": ("kungfu", True),
     "kungfu-async": ("kungfu", False),
+    "kungfu-monitor": ("kungfu", True),  # KungFu's own monitoring optimizers
 }
 
 

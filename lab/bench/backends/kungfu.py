@@ -8,8 +8,17 @@ kungfu`` fails the run exits 2 saying how to install it. With ``--monitor`` on
 estimators run on them; for the noise scale KungFu's own estimator (its ``NoiseScale``
 kernel behind ``global_noise_scale``) runs on the same fused gradients too, and both are
 reported (``noise_scale``: the lab's, ``kungfu_noise_scale``: KungFu's), so the lab's
-monitor is checked against the original on every measured step. At the end every peer
-emits an ``event`` "weights" with a digest of its model: synchronous peers must agree.
+monitor is checked against the original on every measured step.
+
+``kungfu-monitor`` is KungFu's monitoring as its users run it (KungFu OSDI'20 Fig 8, the
+artifact's monitoring benchmark): synchronous SGD through KungFu's own
+``MonitorGradientNoiseScaleOptimizer`` (``verbose``: it prints ``Gradient Noise Scale: X``)
+or ``MonitorGradientVarianceOptimizer`` (``Variance: X``) every ``--interval`` steps;
+without ``--monitor``, the same ``SynchronousSGDOptimizer`` as ``kungfu-sync``, so the
+overhead is measured against KungFu's own baseline.
+
+At the end every peer emits an ``event`` "weights" with a digest of its model:
+synchronous peers must agree.
 """
 
 from __future__ import annotations
@@ -48,7 +57,12 @@ def run(cfg: Config) -> int:
         from kungfu.python import current_cluster_size, current_local_rank, current_rank
         from kungfu.tensorflow.initializer import broadcast_variables
         from kungfu.tensorflow.ops import fuse, global_noise_scale, group_all_reduce
-        from kungfu.tensorflow.optimizers import PairAveragingOptimizer, SynchronousSGDOptimizer
+        from kungfu.tensorflow.optimizers import (
+            MonitorGradientNoiseScaleOptimizer,
+            MonitorGradientVarianceOptimizer,
+            PairAveragingOptimizer,
+            SynchronousSGDOptimizer,
+        )
     except ImportError as exc:
         raise EngineUnavailable(f"{INSTALL} (import failed: {exc})") from exc
 
@@ -59,8 +73,15 @@ def run(cfg: Config) -> int:
     common.seed_everything(cfg)
     model = build_model(cfg.model, cfg.image_size, cfg.num_classes)
     base = common.make_optimizer(cfg)
+    own_monitor = cfg.backend == "kungfu-monitor" and cfg.monitor != "none"
     if cfg.backend == "kungfu-async":
         opt = PairAveragingOptimizer(base)
+    elif own_monitor and cfg.monitor == "noise-scale":
+        opt = MonitorGradientNoiseScaleOptimizer(
+            base, cfg.batch_size, monitor_interval=cfg.interval, verbose=True
+        )
+    elif own_monitor:
+        opt = MonitorGradientVarianceOptimizer(base, monitor_interval=cfg.interval)
     elif cfg.monitor == "none":
         opt = SynchronousSGDOptimizer(base)
     else:
@@ -78,7 +99,7 @@ def run(cfg: Config) -> int:
         variables = model.trainable_variables
         grads = tape.gradient(loss, variables)
         outputs: dict[str, Any] = {}
-        if cfg.monitor != "none":
+        if cfg.monitor != "none" and not own_monitor:
             local, grads = grads, average(grads)
             if measure:
                 outputs = monitors.tf_measure(cfg.monitor, local, grads, average, b_small, b_big)
@@ -98,7 +119,8 @@ def run(cfg: Config) -> int:
         return global_noise_scale(b_small, b_big, fused_local, fused_avg, monitors.DEFAULT_ALPHA)
 
     def step_fn(i: int) -> tuple[Any, dict[str, Any]]:
-        return train_step(i == 0, cfg.monitor != "none" and i % cfg.interval == 0)
+        measure = cfg.monitor != "none" and not own_monitor and i % cfg.interval == 0
+        return train_step(i == 0, measure)
 
     rep = common.Reporter(
         cfg, rank, size, common.device_name(tf), root=rank == 0, extra=common.versions(tf)

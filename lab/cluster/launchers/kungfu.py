@@ -23,6 +23,12 @@ the run directory (``<run>/kungfu/<host>``) when launch() names it, else under t
 dir, and ``-q`` to keep kungfu-run's own start-up dump (its arguments, environment, NICs)
 out of the launcher log.
 
+Emulated hosts (network namespaces on this machine) each get their own kungfu-run inside
+their namespace with ``-self`` their address, one slot each: KungFu's co-located peers
+(same IP) talk over ``/tmp/kungfu-run-<port>.sock``, a path every emulated host (and
+every KungFu job on this machine) shares, so two peers of one emulated host would clash
+with the other hosts' peers on the same port; peers on different IPs use TCP.
+
 Elastic mode (``elastic=True``, KungFu OSDI'20 Fig 7): ``-w`` makes kungfu-run watch the
 cluster configuration; ``-H`` then lists each host's capacity (up to ``max_np`` peers),
 ``-np`` the starting size, and the first host's kungfu-run also serves that
@@ -181,8 +187,18 @@ class KungFuLauncher:
         for name, default in (("quiet", True), ("monitoring", False), ("elastic", False)):
             _bool_option(job, name, default)
         port_option(job, "config_port", DEFAULT_CONFIG_PORT)
-        for host in job.cluster.hosts if job.cluster else ():
-            kungfu_ipv4(host)
+        # emulated hosts get their IPv4 addresses when the cluster is brought up
+        if job.cluster is not None and not job.cluster.emulated:
+            for host in job.cluster.hosts:
+                kungfu_ipv4(host)
+        if job.cluster is not None and job.cluster.emulated:
+            crowded = [h.name for h in job.cluster.hosts if h.slots > 1]
+            if crowded:
+                raise LaunchError(
+                    "kungfu-run on emulated hosts takes one slot per host: KungFu peers on "
+                    "one IP talk over /tmp/kungfu-run-<port>.sock, a path that emulated "
+                    f"hosts share (hosts with more slots: {', '.join(crowded)})"
+                )
 
     def build(self, job: Job, slots: Sequence[Slot]) -> list[ProcessSpec]:
         check_job(job, slots)
@@ -203,7 +219,7 @@ class KungFuLauncher:
         specs, first_rank = [], 0
         for i, (host, n) in enumerate(capacity):
             program = self.program
-            if host.is_local:
+            if host.is_local or host.namespace is not None:  # this machine's own kungfu-run
                 program = find_program(self.program) or self.program
             argv = [program, "-np", str(job.np), "-H", host_list]
             if nic:

@@ -1,15 +1,19 @@
 """KungFu Fig 7: how long a running synchronous job takes to resize.
 
-One elastic run (``lab.experiments.kungfu.scaling``) plays a schedule of worker counts;
-everything here is rebuilt from its run directory alone: the ranks' step records and the
-host changes the schedule wrote (``events.jsonl``). A resize's latency is the time from
-the host change to the first training step finished at the new size.
+One elastic run per system plays the same schedule of worker counts: KungFu itself
+(``kungfu-run -w``, resizing through its config server: lab.experiments.kungfu.kungfu_resize)
+and Horovod Elastic (lab.experiments.kungfu.scaling). Everything here is rebuilt from the
+run directories alone: the ranks' step records and the host changes (``events.jsonl``
+where the lab's driver wrote them, else rank 0's ``discovery`` records). A resize's
+latency is the time from the host change to the first training step finished at the new
+size.
 
 Status rule (``verdict``): the artifact reports growing 1→2 VMs far slower than
 shrinking back. The lab's run *reproduces* that ordering when every requested resize was
 served and every grow took longer than every shrink; it does *not reproduce* it when a
 shrink took at least as long as a grow; it is *not resolved* when a resize was not
-served before the run ended or the schedule did not both grow and shrink.
+served before the run ended or the schedule did not both grow and shrink. The rule is
+applied to KungFu's own run where there is one, else to the lab's Horovod run.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import pandas as pd
 
 from lab.errors import NothingMeasured
 from lab.experiments.evidence import where
+from lab.experiments.kungfu.kungfu_resize import run_kungfu_resizing
 from lab.experiments.kungfu.published import KUNGFU_OSDI20
 from lab.experiments.kungfu.scaling import read_events, run_resizing
 from lab.experiments.verdicts import Status, Verdict
@@ -30,11 +35,20 @@ from lab.experiments.verdicts import Status, Verdict
 EXPERIMENT = "kungfu/fig7_scaling"
 FIGURE = "Fig 7"
 SYSTEM = "horovod-gloo"  # horovodrun --gloo in elastic mode
+KUNGFU = "kungfu-elastic"  # kungfu-run -w with its config server
 LAB_LABEL = "Horovod Elastic (lab)"
+LABELS = {SYSTEM: LAB_LABEL, KUNGFU: "KungFu elastic (config server)"}
 DEFAULTS: dict[str, dict[str, Any]] = {
-    # seconds after the first step; a grow on a busy 2-core machine can take a minute
-    "smoke": {"schedule": "0:1,20:2,110:1,140:stop", "model": "tiny_cnn", "batch_size": 32},
+    # seconds after the first step: a grow took 7-11 s here (the new worker starts
+    # TensorFlow), Horovod's up to 22 s under load; a run is ~50 s in all
+    "smoke": {
+        "systems": [KUNGFU, SYSTEM],
+        "schedule": "0:1,5:2,30:1,35:stop",
+        "model": "tiny_cnn",
+        "batch_size": 32,
+    },
     "paper": {
+        "systems": [KUNGFU, SYSTEM],
         "schedule": "0:1,60:2,120:4,180:2,240:1,300:stop",
         "model": "ResNet50",
         "batch_size": 32,
@@ -43,11 +57,12 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 RESIZE_COLUMNS = ["resize", "old_size", "new_size", "latency", "published", "requested"]
 
 
-def points(p: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The one elastic run: no warm-up, steps until the schedule's stop."""
+def points(p: Mapping[str, Any], systems: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """One elastic run per system (default: Horovod Elastic): no warm-up, steps until the
+    schedule's stop."""
     return [
         {
-            "system": SYSTEM,
+            "system": system,
             "schedule": p["schedule"],
             "model": p["model"],
             "batch_size": p["batch_size"],
@@ -55,6 +70,7 @@ def points(p: Mapping[str, Any]) -> list[dict[str, Any]]:
             "steps": 100_000,
             "threads": 1,
         }
+        for system in (systems or [SYSTEM])
     ]
 
 
@@ -68,6 +84,10 @@ def runner(cluster: Any = "local", timeout: float = 600) -> Callable[..., Any]:
             from lab.cluster.view import ShownIn
 
             view = ShownIn(out)
+        if point["system"] == KUNGFU:
+            return run_kungfu_resizing(
+                point["schedule"], point, EXPERIMENT, cluster=cluster, timeout=timeout, view=view
+            )
         result, _events = run_resizing(
             point["schedule"], point, EXPERIMENT, cluster=cluster, timeout=timeout, view=view
         )
@@ -79,10 +99,11 @@ def runner(cluster: Any = "local", timeout: float = 600) -> Callable[..., Any]:
 def run_one(
     values: Mapping[str, Any], scale: str = "smoke", cluster: Any = "local", out: Any = None
 ) -> Any:
-    """One run from the controls' values (schedule, model, batch size)."""
+    """One run from the controls' values (system, schedule, model, batch size)."""
     from lab.experiments.points import cluster_name, complete_point
 
-    point = complete_point({"cluster": cluster_name(cluster), **points(values)[0]}, scale)
+    one = points(values, [values.get("system", SYSTEM)])[0]
+    point = complete_point({"cluster": cluster_name(cluster), **one}, scale)
     return runner(cluster)(point, out=out)
 
 
@@ -93,12 +114,42 @@ def published() -> pd.DataFrame:
     return published_table(paper=KUNGFU_OSDI20, figure=FIGURE)
 
 
-def _records(run_dir: str | Path) -> list[dict[str, Any]]:
+def _lab_records(run_dir: str | Path) -> list[dict[str, Any]]:
     from lab.metrics.store import load_run
 
     records = load_run(run_dir)
     lab = records[records["source"] == "lab"] if "source" in records else records
-    return lab.to_dict("records") + read_events(run_dir)
+    return lab.to_dict("records")
+
+
+def _is_change(r: Mapping[str, Any]) -> bool:
+    return r.get("kind") == "event" and r.get("name") == "discovery"
+
+
+def host_changes(run_dir: str | Path, records: Sequence[Mapping[str, Any]] = ()) -> list[dict]:
+    """The run's host changes: the driver's ``events.jsonl`` (Horovod Elastic), else the
+    ``discovery`` records rank 0 printed (KungFu resizes from inside the job)."""
+    events = read_events(run_dir)
+    if events:
+        return events
+    return [dict(r) for r in (records or _lab_records(run_dir)) if _is_change(r)]
+
+
+def _records(run_dir: str | Path) -> list[dict[str, Any]]:
+    lab = _lab_records(run_dir)
+    return [r for r in lab if not _is_change(r)] + host_changes(run_dir, lab)
+
+
+def system_of(run_dir: str | Path) -> str:
+    """The system a run measured (its manifest's parameters; Horovod Elastic if unsaid)."""
+    from lab.metrics.layout import read_manifest
+
+    return str((read_manifest(run_dir).get("params") or {}).get("system") or SYSTEM)
+
+
+def label_of(run_dir: str | Path) -> str:
+    system = system_of(run_dir)
+    return LABELS.get(system, system)
 
 
 def resizes(run_dir: str | Path) -> pd.DataFrame:
@@ -116,14 +167,25 @@ def resizes(run_dir: str | Path) -> pd.DataFrame:
     return pd.DataFrame(out, columns=RESIZE_COLUMNS)
 
 
+def resizes_of(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
+    """``resizes`` of every run, each row with its ``system`` and ``label``."""
+    tables = [resizes(d).assign(system=system_of(d), label=label_of(d)) for d in run_dirs]
+    cols = ["system", "label", *RESIZE_COLUMNS]
+    if not tables:
+        return pd.DataFrame(columns=cols)
+    return pd.concat(tables, ignore_index=True)[cols]
+
+
 def timeline(run_dir: str | Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """The job's total throughput per second since the first host change, and the host
     changes on the same clock."""
     from lab.metrics.store import load_run
 
-    events = read_events(run_dir)
+    events = host_changes(run_dir)
     if not events:
-        raise NothingMeasured(f"{run_dir}: no host changes recorded (no events.jsonl)")
+        raise NothingMeasured(
+            f"{run_dir}: no host changes recorded (no events.jsonl, no discovery records)"
+        )
     t0 = min(float(e["time"]) for e in events)
     records = load_run(run_dir)
     steps = records[(records["kind"] == "step") & (records["source"] == "lab")].copy()
@@ -132,30 +194,39 @@ def timeline(run_dir: str | Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     return line, [{**e, "t": float(e["time"]) - t0} for e in events]
 
 
-def figure(run_dir: str | Path, caption: str | None = None) -> Any:
-    """Throughput around each resize, with a dashed line at every host change."""
+def figure(runs: str | Path | Sequence[str | Path], caption: str | None = None) -> Any:
+    """Throughput around each resize, one line per run (each on its own clock from its
+    first host change), with a dashed line at every host change of the first run (the
+    runs play the same schedule)."""
     import plotly.graph_objects as go
 
     from lab.metrics.figures import add_caption
     from lab.metrics.layout import read_manifest
 
-    line, changes = timeline(run_dir)
-    params = read_manifest(run_dir).get("params") or {}
-    fig = go.Figure(
-        go.Scatter(
-            x=line["t"].tolist(),
-            y=line["throughput"].tolist(),
-            mode="lines+markers",
-            name=f"total img/s ({LAB_LABEL})",
+    dirs = [runs] if isinstance(runs, str | Path) else list(runs)
+    if not dirs:
+        raise NothingMeasured(f"KungFu {FIGURE}: no run to draw")
+    fig = go.Figure()
+    changes: list[dict[str, Any]] = []
+    for run_dir in dirs:
+        line, changed = timeline(run_dir)
+        changes = changes or changed
+        fig.add_trace(
+            go.Scatter(
+                x=line["t"].tolist(),
+                y=line["throughput"].tolist(),
+                mode="lines+markers",
+                name=f"total img/s ({label_of(run_dir)})",
+            )
         )
-    )
+    params = read_manifest(dirs[0]).get("params") or {}
     for e in changes:
         if e["t"] > 0:
             fig.add_vline(x=e["t"], line_dash="dash", annotation_text=f"→ {e['slots']} workers")
     fig.update_layout(
         title=f"Throughput around each resize ({params.get('model', '?')}, batch "
         f"{params.get('batch_size', '?')} per worker)",
-        xaxis_title="seconds since start",
+        xaxis_title="seconds since the schedule started",
         yaxis_title="img/s (all workers)",
         template="plotly_white",
     )
@@ -176,24 +247,34 @@ def status_of(table: pd.DataFrame) -> Status:
 def verdict(
     table: pd.DataFrame, scale: str, runs: Sequence[str] = (), hardware: str | None = None
 ) -> Verdict:
-    """Fig 7's verdict: the lab's first grow latency beside the published one, the status
-    by the rule in the module docstring, every resize in ``why``.
+    """Fig 7's verdict: the judged run's first grow latency beside the published one, the
+    status by the rule in the module docstring, every resize of every run in ``why``.
+
+    ``table``: ``resizes`` of one run, or ``resizes_of`` several (with ``system`` and
+    ``label``); KungFu's own run is judged where it is there, else the lab's.
 
     Raises:
         NothingMeasured: the run requested no resize.
     """
     if table.empty:
         raise NothingMeasured(f"KungFu {FIGURE}: the run requested no resize")
+    judged_label = LAB_LABEL
+    if "system" in table:
+        systems = table["system"].tolist()
+        judged = KUNGFU if KUNGFU in systems else systems[0]
+        judged_label = str(table.loc[table["system"] == judged, "label"].iloc[0])
+        others = table[table["system"] != judged]
+        table = table[table["system"] == judged]
+    else:
+        others = table.iloc[0:0]
     grows = table[table["new_size"] > table["old_size"]]
     head = grows.iloc[0] if len(grows) else table.iloc[0]
     paper = published().set_index("setting")
     source = paper.loc[head["resize"], "source"] if head["resize"] in paper.index else None
-    why = "; ".join(
-        f"{r.resize}: "
-        + (f"{r.latency:.3g} s" if pd.notna(r.latency) else "not served before the run ended")
-        + (f" (published {r.published:.3g} s)" if pd.notna(r.published) else "")
-        for r in table.itertuples()
-    )
+    why = _resize_words(table, published_too=True)
+    if not others.empty:
+        for label, group in others.groupby("label", sort=False):
+            why += f". {label}: {_resize_words(group)}"
     return Verdict(
         paper=KUNGFU_OSDI20,
         figure=FIGURE,
@@ -205,6 +286,15 @@ def verdict(
         unit="s",
         scale=scale,
         hardware=where(runs) if hardware is None else hardware,
-        why=f"{why}. The lab measured {LAB_LABEL}; the published times are KungFu's.",
+        why=f"{judged_label}: {why}. The published times are KungFu's.",
         runs=tuple(runs),
+    )
+
+
+def _resize_words(table: pd.DataFrame, published_too: bool = False) -> str:
+    return "; ".join(
+        f"{r.resize}: "
+        + (f"{r.latency:.3g} s" if pd.notna(r.latency) else "not served before the run ended")
+        + (f" (published {r.published:.3g} s)" if published_too and pd.notna(r.published) else "")
+        for r in table.itertuples()
     )
