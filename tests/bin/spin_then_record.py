@@ -1,4 +1,4 @@
-"""Spins SECONDS, prints a record holding the time, spins SECONDS again."""
+"""Prints a header record, spins SECONDS, prints a step record holding the time, spins again."""
 
 import sys
 import time
@@ -12,6 +12,7 @@ def spin() -> None:
         sum(range(1000))
 
 
+print('@lab {"kind": "header", "rank": 0}', flush=True)
 spin()
-print(f'@lab {{"kind": "header", "rank": 0, "time": {time.time()}}}', flush=True)
+print(f'@lab {{"kind": "step", "rank": 0, "step": 0, "time": {time.time()}}}', flush=True)
 spin()

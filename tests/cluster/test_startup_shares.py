@@ -1,4 +1,4 @@
-"""Emulated hosts start at full speed; their CPU shares apply from the job's first record."""
+"""Emulated hosts start at full speed; their CPU shares apply from the job's first step."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from lab.cluster import emulation, launch
 from lab.cluster.emulation.startup import check_startup
 from lab.cluster.inventory import cluster_from_dict
 from lab.errors import ParameterError
+from lab.metrics.records import parse_record
 
 WHY = emulation.missing()
 needs_root = pytest.mark.skipif(WHY is not None, reason=WHY or "")
@@ -31,7 +32,8 @@ def _throttling(startup: str | None, tmp_path: Path) -> tuple[list[int], list[in
     result = launch([sys.executable, PROBE, "1.5"], np=1, cluster=cluster, view=None,
                     experiment="startup", results_root=tmp_path, timeout=60)  # fmt: skip
     log = (result.run_dir / "rank-0.log").read_text()
-    record_at = json.loads(log.split("@lab ", 1)[1].splitlines()[0])["time"]
+    records = [r for r in map(parse_record, log.splitlines()) if r and r["kind"] == "step"]
+    record_at = records[0]["time"]
     samples = [json.loads(x) for x in (result.run_dir / "hosts.jsonl").read_text().splitlines()]
     h1 = [s for s in samples if s.get("host") == "h1"]
     before = [s["nr_throttled"] for s in h1 if s["time"] < record_at - 0.2]
@@ -43,13 +45,13 @@ def _throttling(startup: str | None, tmp_path: Path) -> tuple[list[int], list[in
 @pytest.mark.root
 @pytest.mark.timeout(120)
 def test_shares_apply_at_the_first_record(tmp_path: Path) -> None:
-    """A rank spinning on a 0.25-core host is never throttled before its first record and
-    is throttled after it."""
+    """A rank spinning on a 0.25-core host is never throttled before its first step record
+    (its header does not count) and is throttled after it."""
     before, after, manifest = _throttling(None, tmp_path)
     assert before and set(before) == {0}
     assert after and after[-1] > 3
     shares = manifest["cpu_shares"]
-    assert shares["why"] == "first record" and 1.0 <= shares["after_s"] < 30
+    assert shares["why"] == "first step" and 1.0 <= shares["after_s"] < 30
 
 
 @needs_root

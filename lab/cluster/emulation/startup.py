@@ -4,9 +4,10 @@ An emulated host's CPU share stands for its accelerator's speed. Starting a rank
 TensorFlow, building the model) runs on a GPU node's host CPU, which the share does not
 describe: at 0.1-0.4 of a core TensorFlow's import alone took 15-50 s here, most of a
 smoke-scale run. So while a run starts every host's quota is lifted (the hosts still
-compete by their cgroup weights), and the shares apply at the job's first record — every
-engine prints it after its rendezvous, so the ranks are up — or after ``limit`` seconds,
-whichever comes first. Steps, and so every measured throughput, run under the shares.
+compete by their cgroup weights), and the shares apply at the job's first step record —
+the ranks are up and the step's graph is built (tracing it at 0.4 core took ~20 s here),
+and warm-up steps are never measured — or after ``limit`` seconds, whichever comes first.
+Every measured step runs under the shares.
 The profile's ``emulated.startup: share`` keeps the shares from the first instruction.
 """
 
@@ -21,7 +22,7 @@ from typing import Any
 
 from lab.cluster.emulation.cgroups import CgroupDriver
 from lab.errors import ParameterError
-from lab.metrics.records import PREFIX
+from lab.metrics.records import PREFIX, parse_record
 
 log = logging.getLogger(__name__)
 STARTUPS = ("full", "share")
@@ -39,7 +40,7 @@ def check_startup(value: Any) -> str:
 
 class StartupShares:
     """A run observer that lifts the hosts' quotas at the start and restores them at the
-    job's first record (or ``limit`` s, or the run's end); ``summary`` says when."""
+    job's first step record (or ``limit`` s, or the run's end); ``summary`` says when."""
 
     def __init__(self, emulation: Mapping[str, Any], limit: float = LIMIT_S) -> None:
         self._driver = CgroupDriver(int(emulation.get("cgroup_version", 1)), Path("/"))
@@ -63,7 +64,9 @@ class StartupShares:
 
     def on_line(self, line: Any) -> None:
         if self._applied is None and PREFIX in line.text:
-            self.apply("first record")
+            record = parse_record(line.text)
+            if record is not None and record["kind"] == "step":
+                self.apply("first step")
 
     def on_end(self, state: str, exit_code: int, rank_exit_codes: Mapping[int, Any]) -> None:
         if self._timer is not None:
