@@ -70,7 +70,7 @@ FIGURES: tuple[FigureEntry, ...] = (
         "Sync SGD",
         "KungFu vs Horovod (Gloo, MPI) vs TF MultiWorkerMirrored",
         "benchmark/sync_sgd.ipynb",
-        "Horovod, TF MWMS; KungFu itself where installed",
+        "KungFu itself where installed; Horovod (Gloo, MPI); TF MWMS at paper scale",
         "smoke",
     ),
     FigureEntry(
