@@ -7,6 +7,7 @@ servers and the scheduler down with it; the workload's real Speedometer lines pa
 from __future__ import annotations
 
 import json
+import signal
 import socket
 from pathlib import Path
 
@@ -135,7 +136,10 @@ def test_a_failing_worker_ends_the_servers_and_scheduler(probe, tmp_path: Path) 
                     options={"root_port": free_port()}, results_root=tmp_path, view=None,
                     timeout=60, grace=1.0, check=False)  # fmt: skip
     assert not result.ok and result.seconds < 40, result.reason
-    assert {result.rank_exit_codes[r] for r in (0, 1)} == {3}
+    # the first worker's exit ends the run: the other exits with 3 too, or is ended first
+    codes = {result.rank_exit_codes[r] for r in (0, 1)}
+    assert 3 in codes and codes <= {3, 128 + signal.SIGTERM}, codes
+    assert result.exit_code == 3  # the root cause's code
     probe.assert_nothing_left(result.run_dir)
 
 

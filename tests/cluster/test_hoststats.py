@@ -47,7 +47,8 @@ def test_machine_figures_are_read() -> None:
 def test_throttled_host_run_directory_holds_its_throttling(tmp_path: Path) -> None:
     """A rank spinning on a 0.2-core host is throttled in most periods; the idle host
     beside it is not, and the run directory says so."""
-    emulated = {"hosts": 2, "cpu": 0.2, "overrides": {"h2": {"cpu": 1}}}
+    # capped from the first instruction (by default a host starts at full speed)
+    emulated = {"hosts": 2, "cpu": 0.2, "overrides": {"h2": {"cpu": 1}}, "startup": "share"}
     cluster = cluster_from_dict({"name": "throttled", "emulated": emulated}, "throttled")
     argv = [sys.executable, "-m", "lab.bench.spin", "--seconds", "2", "--report", "0.5"]
     result = launch(argv, np=1, cluster=cluster, experiment="hoststats", view=None,
