@@ -92,6 +92,8 @@ def test_fig12_verdict_and_figure() -> None:
     assert got.status is Status.REPRODUCED and got.runs == ("r",)
     flipped = table.assign(level=table["level"].replace({"D1": "D1+D2", "D1+D2": "D1"}))
     assert overhead.levels_verdict(flipped, "smoke", "t").status is Status.NOT_REPRODUCED
+    close = table.assign(relative_time=[1.0, 1.0, 1.05, 1.0, 1.0, 0.98])  # within the margin
+    assert overhead.levels_verdict(close, "smoke", "t").status is Status.NOT_RESOLVED
     assert isinstance(overhead.levels_figure(table), go.Figure)
 
 

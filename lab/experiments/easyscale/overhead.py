@@ -50,6 +50,11 @@ LEVELS_DEFAULTS = {
 }
 
 
+# Two smoke runs of one point here gave D1+D2 / D1 of 1.08 and 1.06, then 1.15 and 0.98
+# (one run per level, CPU step times): differences smaller than this are not told apart.
+LEVELS_MARGIN = 0.10
+
+
 def _run(cfg: Config, device: str, cluster: str, view: Any, results_root: Any = None) -> Path:
     result = launch_stage(
         cfg, cluster, (device,), EXPERIMENT, 600, view=view, results_root=results_root
@@ -294,8 +299,9 @@ def est_time_verdict(
 def levels_verdict(
     table: pd.DataFrame, scale: str, hardware: str, runs: Sequence[str | Path] = ()
 ) -> Verdict:
-    """D1 costs less than D1+D2 on every device type (computed from the ratios).
-    ``runs``: the run directories the table was read from."""
+    """D1 costs less than D1+D2 on every device type, by more than ``LEVELS_MARGIN``
+    (reproduced); D1+D2 cheaper by more than it somewhere (not reproduced); else not
+    resolved. ``runs``: the run directories the table was read from."""
     t = table.pivot(index="device_type", columns="level", values="relative_time")
     if not {"D1", "D1+D2"} <= set(t.columns):
         return Verdict(
@@ -307,13 +313,19 @@ def levels_verdict(
             hardware=hardware,
             runs=tuple(str(r) for r in runs),
         )
-    ok = bool((t["D1"] < t["D1+D2"]).all())
+    more = t["D1+D2"] / t["D1"]  # what D2 adds on top of D1, per device type
+    if (more > 1 + LEVELS_MARGIN).all():
+        status = Status.REPRODUCED
+    elif (more < 1 - LEVELS_MARGIN).any():
+        status = Status.NOT_REPRODUCED
+    else:
+        status = Status.NOT_RESOLVED
     ref = published.value("Fig 12", system="EasyScale D1+D2", setting="max")
     return Verdict(
         paper=published.EASYSCALE_SC23,
         figure="Fig 12",
         claim="D1 costs little, D1+D2 costs more, on every device type",
-        status=Status.REPRODUCED if ok else Status.NOT_REPRODUCED,
+        status=status,
         lab_value=float(t["D1+D2"].max()),
         published_value=ref.value,
         published_source=ref.source,
@@ -324,7 +336,7 @@ def levels_verdict(
         + ", ".join(f"{d}: {v:.2f}×" for d, v in t["D1"].items())
         + "; D1+D2 "
         + ", ".join(f"{d}: {v:.2f}×" for d, v in t["D1+D2"].items())
-        + ".",
+        + f"; a difference counts beyond ±{LEVELS_MARGIN:.0%}.",
         runs=tuple(str(r) for r in runs),
     )
 
