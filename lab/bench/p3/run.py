@@ -177,6 +177,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     timed_s = end - starts[cfg.warmup_steps]
     wire_bytes = 0
     if wire is not None:
+        # once every worker has all its values, every server has counted what it sent (a
+        # server can still be answering the other worker when this one is done)
+        dist.barrier()
         wire_bytes = sum(n for st, n in wire.sent_bytes.items() if st >= cfg.warmup_steps)
     emit("summary", rank=rank, world_size=world, img_per_sec=round(sum(timed) / len(timed), 3),
          steps=len(timed), unit="img/sec per rank", schedule=cfg.schedule,
@@ -188,7 +191,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         Path(cfg.dump).mkdir(parents=True, exist_ok=True)
         torch.save([p.detach().clone() for p in params], Path(cfg.dump) / f"rank{rank}.pt")
     if wire is not None:
-        dist.barrier()
         wire.stop()
         check()
     worker.close()

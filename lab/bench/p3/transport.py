@@ -122,19 +122,20 @@ class Wire:
     def send(self, dst: int, kind: int, key: int, step: int, payload: Any = None) -> None:
         """Hand one message to gloo and wait until it has left the lab (written to the
         socket): one message in flight per sending thread. Counts the bytes handed over
-        (header and payload) per step in ``sent_bytes``."""
+        (header and payload) per step in ``sent_bytes``, before handing them over, so that
+        once a peer has a message its bytes are counted here."""
         torch, dist = self.torch, self.dist
         header = torch.tensor([kind, key, step], dtype=torch.int64)
-        works = [dist.isend(header, dst, tag=HEADER_TAG)]
-        if payload is not None:
-            works.append(dist.isend(payload.contiguous(), dst, tag=payload_tag(kind, key)))
-        for w in works:
-            w.wait()
         size = header.numel() * header.element_size()
         if payload is not None:
             size += payload.numel() * payload.element_size()
         with self._lock:
             self.sent_bytes[step] += size
+        works = [dist.isend(header, dst, tag=HEADER_TAG)]
+        if payload is not None:
+            works.append(dist.isend(payload.contiguous(), dst, tag=payload_tag(kind, key)))
+        for w in works:
+            w.wait()
 
     def stop(self) -> None:
         """Tell every peer this host sends nothing more; wait for their receivers' end."""
