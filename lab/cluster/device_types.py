@@ -71,23 +71,13 @@ def parse_device_types(raw: Any, where: str) -> dict[str, DeviceType]:
                 f"cluster profile {where}: device_types.{name}: unknown keys {sorted(unknown)}; "
                 f"allowed: {', '.join(sorted(_KEYS))}"
             )
-        kind = str(spec.get("kind", "cpu")).lower()
-        if kind not in DEVICE_KINDS:
-            raise HostSpecError(
-                f"cluster profile {where}: device_types.{name}.kind={kind!r}; "
-                f"allowed: {', '.join(DEVICE_KINDS)}"
-            )
+        kind = _choice(spec, "kind", "cpu", DEVICE_KINDS, f"device_types.{name}", where)
         gpu = spec.get("gpu")
         if gpu is not None and kind != "cuda":
             raise HostSpecError(
                 f"cluster profile {where}: device_types.{name}.gpu={gpu!r} needs kind: cuda"
             )
-        isa = str(spec.get("isa", "native")).lower()
-        if isa not in DEVICE_ISAS:
-            raise HostSpecError(
-                f"cluster profile {where}: device_types.{name}.isa={isa!r}; "
-                f"allowed: {', '.join(DEVICE_ISAS)}"
-            )
+        isa = _choice(spec, "isa", "native", DEVICE_ISAS, f"device_types.{name}", where)
         cpu = spec.get("cpu")
         if cpu is not None and not (isinstance(cpu, int | float) and cpu > 0):
             raise HostSpecError(f"cluster profile {where}: device_types.{name}.cpu must be > 0")
@@ -130,6 +120,16 @@ def emulated_with_cpu(
         if dt is not None and dt.cpu is not None and "cpu" not in overrides.get(h.name, {}):
             overrides.setdefault(h.name, {})["cpu"] = dt.cpu
     return {**emulated, "overrides": overrides} if overrides else emulated
+
+
+def _choice(spec: dict, key: str, default: str, allowed: Sequence[str], at: str, where: str) -> str:
+    """``spec[key]`` (lower-cased) if it is one of ``allowed``; HostSpecError otherwise."""
+    value = str(spec.get(key, default)).lower()
+    if value not in allowed:
+        raise HostSpecError(
+            f"cluster profile {where}: {at}.{key}={value!r}; allowed: {', '.join(allowed)}"
+        )
+    return value
 
 
 def _threads(value: Any, what: str) -> int:
