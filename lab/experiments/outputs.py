@@ -112,23 +112,25 @@ def render_pngs(figures: Path) -> list[Path]:
 
     import plotly.io as pio
 
-    stale = [
-        j
-        for j in sorted(figures.glob(f"**/*{FIGURE_JSON}"))
-        if not _png_of(j).is_file() or _png_of(j).stat().st_mtime < j.stat().st_mtime
-    ]
+    pairs = ((j, _png_of(j)) for j in sorted(figures.glob(f"**/*{FIGURE_JSON}")))
+    stale = {j: png for j, png in pairs if _older(png, j)}
     if not stale:
         return []
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser:
         os.environ.setdefault("BROWSER_PATH", browser)
-    pngs = [_png_of(j) for j in stale]
+    pngs = list(stale.values())
     try:
         pio.write_images([pio.read_json(j) for j in stale], pngs, width=900, height=520)
     except Exception as exc:  # kaleido or a browser missing: the HTML still stands
         log.warning("no PNGs for %d figures (%s)", len(stale), exc)
         return []
     return pngs
+
+
+def _older(png: Path, figure_json: Path) -> bool:
+    """True when ``png`` is missing or older than the figure it shows."""
+    return not png.is_file() or png.stat().st_mtime < figure_json.stat().st_mtime
 
 
 def _png_of(figure_json: Path) -> Path:
