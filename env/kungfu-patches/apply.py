@@ -116,6 +116,15 @@ RULES: tuple[tuple[str, str, str, str], ...] = (
         r"\btf\.global_variables\(",
         "tf.compat.v1.global_variables(",
     ),
+    (
+        "a peer's unix socket was named by its port alone: the lab's emulated hosts share one "
+        "/tmp, so peers at the same port on two hosts took over (and removed) each other's "
+        "socket, and could fail to bind when they started together; name it by address too "
+        "(one address per real host, so nothing changes there)",
+        "srcs/go/plan/addr.go",
+        r"fmt\.Sprintf\(`/tmp/kungfu-run-%d\.sock`, a\.Port\)",
+        "fmt.Sprintf(`/tmp/kungfu-run-%s-%d.sock`, FormatIPv4(a.IPv4), a.Port)",
+    ),
 )
 
 

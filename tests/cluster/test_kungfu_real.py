@@ -177,18 +177,21 @@ def test_elastic_resize_on_a_timed_schedule(probe, tmp_path):
 def test_sync_sgd_across_two_emulated_hosts(probe, tmp_path, monkeypatch):
     """Each host's kungfu-run runs in that host's namespace with ``-self`` its address, so
     the peers reach each other only over the emulated link, and still agree on the model.
-    The venv's bin/ is off PATH, as in a notebook's kernel: kungfu-run is found beside
-    the interpreter."""
+    Two peers per host: co-located peers talk over unix sockets in the /tmp every emulated
+    host shares, and no peer may take over another host's socket (upstream KungFu named it
+    by port alone; every run logged "already exists ... trying to remove" and could fail to
+    bind). The venv's bin/ is off PATH, as in a notebook's kernel: kungfu-run is found
+    beside the interpreter."""
     venv_bin = os.path.dirname(find_program("kungfu-run") or "")
     path = os.environ.get("PATH", "").split(os.pathsep)
     monkeypatch.setenv("PATH", os.pathsep.join(p for p in path if p != venv_bin))
     prof = tmp_path / "emulated-kf.yaml"
-    prof.write_text("name: emulated-kf\nemulated: {hosts: 2, slots: 1, cpu: 0.5}\n")
+    prof.write_text("name: emulated-kf\nemulated: {hosts: 2, slots: 2, cpu: 0.5}\n")
     argv = ["-m", "lab.bench.synthetic", "--backend", "kungfu-sync", *SMALL]
     before = strays()
     result = launch(
         ["python", *argv, "--steps", "3", "--warmup-steps", "1"],
-        np=2,
+        np=4,
         launcher="kungfu",
         cluster=str(prof),
         timeout=120,
@@ -199,11 +202,15 @@ def test_sync_sgd_across_two_emulated_hosts(probe, tmp_path, monkeypatch):
     assert strays() == before
     hosts = json.loads((result.run_dir / "manifest.json").read_text())["cluster"]["hosts"]
     for host in hosts:  # each peer's own log, named by its host's address
-        logs = list((result.run_dir / "kungfu" / host["name"]).glob("*.stdout.log"))
-        assert [p.name for p in logs] == [f"{host['address']}.10000.stdout.log"]
+        logs = sorted((result.run_dir / "kungfu" / host["name"]).glob("*.stdout.log"))
+        assert [p.name for p in logs] == [
+            f"{host['address']}.{port}.stdout.log" for port in (10000, 10001)
+        ]
+        for err in (result.run_dir / "kungfu" / host["name"]).glob("*.stderr.log"):
+            assert "already exists" not in err.read_text(), err.name
     recs = list(crosscheck.run_records(result.run_dir))
     digests = {r["rank"]: r["digest"] for r in recs if r.get("name") == "weights"}
-    assert set(digests) == {0, 1} and digests[0] == digests[1]
+    assert set(digests) == {0, 1, 2, 3} and len(set(digests.values())) == 1
     probe.assert_nothing_left(result.run_dir)
     tag = hosts[0]["namespace"].split("-")[1]
     assert [n for n in netns.list_netns() if tag in n] == []

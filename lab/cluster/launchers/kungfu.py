@@ -24,10 +24,11 @@ dir, and ``-q`` to keep kungfu-run's own start-up dump (its arguments, environme
 out of the launcher log.
 
 Emulated hosts (network namespaces on this machine) each get their own kungfu-run inside
-their namespace with ``-self`` their address, one slot each: KungFu's co-located peers
-(same IP) talk over ``/tmp/kungfu-run-<port>.sock``, a path every emulated host (and
-every KungFu job on this machine) shares, so two peers of one emulated host would clash
-with the other hosts' peers on the same port; peers on different IPs use TCP.
+their namespace with ``-self`` their address. KungFu's co-located peers (same IP) talk
+over a unix socket in /tmp, which every emulated host shares; upstream names it by port
+alone, so peers at the same port on two emulated hosts took over each other's socket.
+The lab's build names it by address and port (env/kungfu-patches/apply.py), so any
+number of slots per emulated host works; peers on different IPs use TCP.
 
 Elastic mode (``elastic=True``, KungFu OSDI'20 Fig 7): ``-w`` makes kungfu-run watch the
 cluster configuration; ``-H`` then lists each host's capacity (up to ``max_np`` peers),
@@ -191,14 +192,6 @@ class KungFuLauncher:
         if job.cluster is not None and not job.cluster.emulated:
             for host in job.cluster.hosts:
                 kungfu_ipv4(host)
-        if job.cluster is not None and job.cluster.emulated:
-            crowded = [h.name for h in job.cluster.hosts if h.slots > 1]
-            if crowded:
-                raise LaunchError(
-                    "kungfu-run on emulated hosts takes one slot per host: KungFu peers on "
-                    "one IP talk over /tmp/kungfu-run-<port>.sock, a path that emulated "
-                    f"hosts share (hosts with more slots: {', '.join(crowded)})"
-                )
 
     def build(self, job: Job, slots: Sequence[Slot]) -> list[ProcessSpec]:
         check_job(job, slots)
