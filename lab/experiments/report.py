@@ -81,6 +81,12 @@ def _value(v: dict[str, Any], key: str, ci: str | None = None) -> str:
     return f"{text} {html.escape(v.get('unit') or '')}".strip()
 
 
+def _precision(v: dict[str, Any]) -> str:
+    """The precision each claim reached, as its notebook printed it."""
+    claims = v.get("claims") or [v]
+    return " ".join(dict.fromkeys(c.get("precision_sentence") or "" for c in claims)).strip()
+
+
 def render(rows: list[ReportRow]) -> str:
     """The page: a summary count, then one row per figure."""
     e = html.escape
@@ -105,7 +111,7 @@ def render(rows: list[ReportRow]) -> str:
             f"<td>{_value(v, 'published_value')}<br>"
             f"<small>{e(v.get('published_source') or '')}</small></td>"
             f"<td>{_value(v, 'lab_value', 'lab_ci')}<br><small>{e(v.get('scale', ''))} "
-            f"{e(v.get('hardware', ''))}</small></td>"
+            f"{e(v.get('hardware', ''))}<br>{e(_precision(v))}</small></td>"
             f"<td>{e(f.implementation)}</td><td>{links}{image}</td>"
             "</tr>"
         )

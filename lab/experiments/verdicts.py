@@ -8,6 +8,7 @@ disagree. Statuses are computed by the caller from measured data, never typed.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -39,6 +40,9 @@ class Verdict:
         hardware: where the lab's number was measured.
         why: the computed reason for the status, one sentence.
         runs: the run directories the lab's number comes from.
+        precision: what the lab's number's precision rests on, in words, where ``lab_ci``
+            cannot say it (e.g. "2 interleaved repeats, spread 4%"); every notebook states
+            the precision it reached.
     """
 
     paper: str
@@ -54,6 +58,21 @@ class Verdict:
     hardware: str = ""
     why: str = ""
     runs: tuple[str, ...] = field(default_factory=tuple)
+    precision: str = ""
+
+    def precision_sentence(self) -> str:
+        """The precision the lab's number reached ("" when nothing was measured)."""
+        if self.status is Status.NOT_MEASURED or self.lab_value is None:
+            return ""
+        if self.precision:
+            return f"Precision: {self.precision}."
+        if self.lab_ci is not None and math.isfinite(self.lab_ci):
+            unit = f" {self.unit}" if self.unit else ""
+            rel = (
+                f" ({self.lab_ci / abs(self.lab_value):.0%} of the value)" if self.lab_value else ""
+            )
+            return f"Precision: ±{self.lab_ci:.2g}{unit} at 95%{rel}."
+        return "Precision: no interval was computed for this number."
 
     def sentence(self) -> str:
         """The verdict as one sentence for the notebook's last cell."""
@@ -73,12 +92,15 @@ class Verdict:
             parts.append(f"Published: {fmt(self.published_value)}{unit} ({self.published_source}).")
         if self.why:
             parts.append(self.why)
+        if self.precision_sentence():
+            parts.append(self.precision_sentence())
         return " ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["status"] = self.status.value
         d["runs"] = list(self.runs)
+        d["precision_sentence"] = self.precision_sentence()
         return d
 
 

@@ -171,6 +171,23 @@ def test_conclude_saves_the_verdict_it_prints(tmp_path: Path, capsys) -> None:
         conclude(Verdict("P", "Fig 3", "x", Status.REPRODUCED), "room", results=tmp_path)
 
 
+def test_every_measured_verdict_says_what_precision_it_reached(tmp_path: Path, capsys) -> None:
+    from lab.experiments import Status, Verdict, conclude
+
+    interval = Verdict("P", "Fig 3", "x", Status.NOT_RESOLVED, 2.0, 0.5, unit="s", runs=("r",))
+    said = Verdict("P", "Fig 4", "y", Status.REPRODUCED, 1.1, precision="2 repeats, spread 3%",
+                   runs=("r",))  # fmt: skip
+    bare = Verdict("P", "Fig 5", "z", Status.REPRODUCED, 7.0, runs=("r",))
+    assert interval.precision_sentence() == "Precision: ±0.5 s at 95% (25% of the value)."
+    assert said.precision_sentence() == "Precision: 2 repeats, spread 3%."
+    assert bare.precision_sentence() == "Precision: no interval was computed for this number."
+    assert Verdict("P", "Fig 6", "w", Status.NOT_MEASURED).precision_sentence() == ""
+    conclude(interval, "room", results=tmp_path)
+    assert "Precision: ±0.5 s at 95% (25% of the value)." in capsys.readouterr().out
+    saved = json.loads((tmp_path / "verdicts" / "room" / "fig_3.json").read_text())
+    assert saved["precision_sentence"] == interval.precision_sentence()
+
+
 def test_several_claims_of_one_figure_are_saved_together(tmp_path: Path) -> None:
     from lab.experiments import Status, Verdict, conclude
 

@@ -97,6 +97,40 @@ def test_fig12_verdict_and_figure() -> None:
     assert isinstance(overhead.levels_figure(table), go.Figure)
 
 
+def test_fig12_repeats_that_disagree_leave_it_not_resolved(monkeypatch) -> None:
+    """Each repeat's D1+D2 / D1 is judged on its own; the pooled table alone once flipped
+    between two smoke runs of the same point."""
+    seconds = {  # (repeat, device type, level) -> step time; repeat 1 shows no D2 cost
+        (0, "fast", "D0"): 1.0, (0, "fast", "D1"): 1.0, (0, "fast", "D1+D2"): 1.5,
+        (0, "slow", "D0"): 2.0, (0, "slow", "D1"): 2.0, (0, "slow", "D1+D2"): 3.0,
+        (1, "fast", "D0"): 1.0, (1, "fast", "D1"): 1.2, (1, "fast", "D1+D2"): 1.2,
+        (1, "slow", "D0"): 2.0, (1, "slow", "D1"): 2.0, (1, "slow", "D1+D2"): 3.0,
+    }  # fmt: skip
+    runs = pd.DataFrame(
+        [{"repeat": r, "device_type": d, "level": lv, "run": (r, d, lv)} for r, d, lv in seconds]
+    )
+    monkeypatch.setattr(
+        overhead,
+        "_records",
+        lambda run: pd.DataFrame(
+            {"kind": "step", "step": [0, 1, 2], "seconds": [9.0, seconds[run], seconds[run]]}
+        ),
+    )  # the first step is warm-up and dropped
+    ratios = overhead.repeat_ratios(runs)
+    assert ratios.set_index(["repeat", "device_type"])["d2_over_d1"].to_dict() == {
+        (0, "fast"): 1.5, (0, "slow"): 1.5, (1, "fast"): 1.0, (1, "slow"): 1.5,
+    }  # fmt: skip
+    table = overhead.levels_table(runs)
+    pooled = overhead.levels_verdict(table, "smoke", "t", runs=["r"])
+    assert "no spread" in pooled.precision
+    got = overhead.levels_verdict(table, "smoke", "t", runs=["r"], per_repeat=ratios)
+    assert got.status is Status.NOT_RESOLVED and "The 2 repeats disagree" in got.why
+    assert got.precision == "2 interleaved repeats; D1+D2 / D1 per repeat and device type 1.00–1.50"
+    agree = ratios[ratios["repeat"] == 0]
+    both = pd.concat([agree, agree.assign(repeat=1)])
+    assert overhead.levels_verdict(table, "smoke", "t", per_repeat=both).status is pooled.status
+
+
 def test_fig11_verdict_and_figure() -> None:
     numbers = {
         "switch_share": 0.004,

@@ -83,3 +83,4 @@ def test_report_lists_every_figure_with_computed_status(tmp_path: Path) -> None:
     for _, rel in fig8.links:
         assert (tmp_path / rel).is_file()
     assert json.loads((tmp_path / "verdicts" / "kungfu" / "fig_8.json").read_text())["lab_ci"]
+    assert "Precision: ±0.08 fraction at 95% (160% of the value)." in page

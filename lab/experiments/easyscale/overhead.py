@@ -36,7 +36,7 @@ LEVELS_DEFAULTS = {
         "levels": ["D0", "D1", "D1+D2"],
         "ests": 2,
         "steps": 6,
-        "repeats": 1,
+        "repeats": 2,  # one launch per point flipped the verdict between two runs
         "base": _SMOKE_BASE,
     },
     "paper": {
@@ -166,22 +166,43 @@ def run_levels(
     return pd.DataFrame(rows)
 
 
-def levels_table(runs: pd.DataFrame, baseline: str = "D0", warmup: int = 1) -> pd.DataFrame:
-    """Median step time per device type and level, and its ratio to ``baseline``."""
+def _level_steps(runs: pd.DataFrame, warmup: int) -> pd.DataFrame:
+    """Every timed step of the level runs: repeat, device type, level, seconds."""
     rows = []
     for _, row in runs.iterrows():
         st = _records(row["run"])
         st = st[st["kind"] == "step"].sort_values("step")["seconds"].iloc[warmup:]
-        rows += [
-            {"device_type": row["device_type"], "level": row["level"], "s": float(s)} for s in st
-        ]
+        key = {"repeat": row.get("repeat", 0), "device_type": row["device_type"]}
+        rows += [{**key, "level": row["level"], "s": float(s)} for s in st]
     if not rows:
         raise NothingMeasured("no timed step in the level runs")
-    t = pd.DataFrame(rows).groupby(["device_type", "level"])["s"].median().rename("step_seconds")
-    t = t.reset_index()
-    base = t[t["level"] == baseline].set_index("device_type")["step_seconds"]
-    t["relative_time"] = t["step_seconds"] / t["device_type"].map(base)
+    return pd.DataFrame(rows)
+
+
+def _relative(steps: pd.DataFrame, by: list[str], baseline: str) -> pd.DataFrame:
+    t = steps.groupby([*by, "level"])["s"].median().rename("step_seconds").reset_index()
+    base = t.loc[t["level"] == baseline, [*by, "step_seconds"]]
+    t = t.merge(base.rename(columns={"step_seconds": "base"}), on=by, how="left")
+    t["relative_time"] = t["step_seconds"] / t.pop("base")
     return t
+
+
+def levels_table(runs: pd.DataFrame, baseline: str = "D0", warmup: int = 1) -> pd.DataFrame:
+    """Median step time per device type and level over every repeat, and its ratio to
+    ``baseline``."""
+    return _relative(_level_steps(runs, warmup), ["device_type"], baseline)
+
+
+def repeat_ratios(runs: pd.DataFrame, warmup: int = 1) -> pd.DataFrame:
+    """What D2 adds on top of D1 (D1+D2 / D1 median step time) per repeat and device type:
+    the spread the verdict is judged against (one smoke run per point flipped it)."""
+    t = _relative(_level_steps(runs, warmup), ["repeat", "device_type"], "D1")
+    t = t[t["level"] == "D1+D2"]
+    return (
+        t[["repeat", "device_type", "relative_time"]]
+        .rename(columns={"relative_time": "d2_over_d1"})
+        .reset_index(drop=True)
+    )
 
 
 def run_dirs(runs: pd.DataFrame) -> list[str]:
@@ -297,11 +318,17 @@ def est_time_verdict(
 
 
 def levels_verdict(
-    table: pd.DataFrame, scale: str, hardware: str, runs: Sequence[str | Path] = ()
+    table: pd.DataFrame,
+    scale: str,
+    hardware: str,
+    runs: Sequence[str | Path] = (),
+    per_repeat: pd.DataFrame | None = None,
 ) -> Verdict:
     """D1 costs less than D1+D2 on every device type, by more than ``LEVELS_MARGIN``
     (reproduced); D1+D2 cheaper by more than it somewhere (not reproduced); else not
-    resolved. ``runs``: the run directories the table was read from."""
+    resolved. ``per_repeat`` (``repeat_ratios``): with two or more repeats, they must all
+    reach the same status, or the verdict is "not resolved". ``runs``: the run directories
+    the table was read from."""
     t = table.pivot(index="device_type", columns="level", values="relative_time")
     if not {"D1", "D1+D2"} <= set(t.columns):
         return Verdict(
@@ -314,12 +341,20 @@ def levels_verdict(
             runs=tuple(str(r) for r in runs),
         )
     more = t["D1+D2"] / t["D1"]  # what D2 adds on top of D1, per device type
-    if (more > 1 + LEVELS_MARGIN).all():
-        status = Status.REPRODUCED
-    elif (more < 1 - LEVELS_MARGIN).any():
-        status = Status.NOT_REPRODUCED
-    else:
-        status = Status.NOT_RESOLVED
+    status = _levels_status(more)
+    spread, precision = "", "one launch per (device type, level): no spread to judge by"
+    if per_repeat is not None and per_repeat["repeat"].nunique() >= 2:
+        ratios = per_repeat["d2_over_d1"]
+        n = per_repeat["repeat"].nunique()
+        precision = (
+            f"{n} interleaved repeats; D1+D2 / D1 per repeat and device type "
+            f"{ratios.min():.2f}–{ratios.max():.2f}"
+        )
+        each = {_levels_status(g.set_index("device_type")["d2_over_d1"])
+                for _, g in per_repeat.groupby("repeat")}  # fmt: skip
+        if len(each) > 1:
+            status = Status.NOT_RESOLVED
+            spread = f" The {n} repeats disagree: {precision.split('; ')[1]}."
     ref = published.value("Fig 12", system="EasyScale D1+D2", setting="max")
     return Verdict(
         paper=published.EASYSCALE_SC23,
@@ -336,9 +371,20 @@ def levels_verdict(
         + ", ".join(f"{d}: {v:.2f}×" for d, v in t["D1"].items())
         + "; D1+D2 "
         + ", ".join(f"{d}: {v:.2f}×" for d, v in t["D1+D2"].items())
-        + f"; a difference counts beyond ±{LEVELS_MARGIN:.0%}.",
+        + f"; a difference counts beyond ±{LEVELS_MARGIN:.0%}."
+        + spread,
         runs=tuple(str(r) for r in runs),
+        precision=precision,
     )
+
+
+def _levels_status(more: pd.Series) -> Status:
+    """D2's cost (D1+D2 / D1 per device type) judged against ``LEVELS_MARGIN``."""
+    if (more > 1 + LEVELS_MARGIN).all():
+        return Status.REPRODUCED
+    if (more < 1 - LEVELS_MARGIN).any():
+        return Status.NOT_REPRODUCED
+    return Status.NOT_RESOLVED
 
 
 def microbench(
