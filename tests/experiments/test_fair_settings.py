@@ -81,6 +81,30 @@ def test_verdict_rule_and_figure(tmp_path: Path) -> None:
     assert sum(t.showlegend is True for t in fig.data[:-1]) == 2  # one legend entry per rank
 
 
+def test_rounds_must_agree(tmp_path: Path) -> None:
+    """Two interleaved rounds: the verdict holds only if each round shows the difference."""
+    default = fair_settings.rank_rows(_run(tmp_path, "d", {"h1": 0.4, "h2": 0.4}))
+    fair = fair_settings.rank_rows(_run(tmp_path, "f", {"h1": 0.2, "h2": 0.25}))
+    same = fair_settings.rank_rows(_run(tmp_path, "s", {"h1": 0.38, "h2": 0.39}))
+    one = [default.assign(setting="default", round=0), fair.assign(setting="fair", round=0)]
+    agree = pd.concat([*one, fair.assign(setting="fair", round=1),
+                       default.assign(setting="default", round=1)])  # fmt: skip
+    v = fair_settings.verdict(agree, "smoke")
+    assert v.status is Status.REPRODUCED
+    assert v.precision == "2 interleaved rounds; fair over default per round 1.80–1.80×"
+    assert fair_settings.round_gains(agree).tolist() == pytest.approx([1.8, 1.8])
+    assert fair_settings.summary(agree)["rounds"].tolist() == [2, 2]
+    # round 1's fair run looks like its default one: pooled ranks stay apart by 1.4x, but
+    # round 1 alone shows nothing
+    disagree = pd.concat([*one, default.assign(setting="default", round=1),
+                          same.assign(setting="fair", round=1)])  # fmt: skip
+    v = fair_settings.verdict(disagree, "smoke")
+    assert v.status is Status.NOT_RESOLVED and "the rounds disagree" in v.why
+    assert fair_settings.verdict(pd.concat(one), "smoke").precision == (
+        "one run per setting: no spread over repeats"
+    )
+
+
 def test_setting_names_are_checked() -> None:
     with pytest.raises(ParameterError, match="default, fair"):
         fair_settings.with_setting(object(), "spinny")
