@@ -69,3 +69,24 @@ def run_sweep(
 
     sweep = Sweep(experiment, full, one, on_point_done=live, strict=strict, retries=retries)
     return require_measured(sweep.run(rerun=rerun), experiment, strict=strict)
+
+
+def run_succeeded(
+    experiment: str,
+    points: Sequence[Mapping[str, Any]],
+    launch: Any,
+    key: Sequence[str],
+    rerun: bool = False,
+) -> Any:
+    """A paper room's own sweep without the live figure: every point through ``launch``
+    (point -> RunResult), resumably, a failed one tried once more; the summary of the
+    succeeded runs, one row per point.
+
+    Raises:
+        NothingMeasured: no point succeeded, or (in a batch run) one failed.
+    """
+    from lab.metrics import Sweep
+
+    sweep = Sweep(experiment, list(points), launch, key=list(key), retries=1)
+    summary = require_measured(sweep.run(rerun=rerun), experiment)
+    return summary[summary["state"] == "succeeded"].reset_index(drop=True)

@@ -65,6 +65,29 @@ def test_sweep_over_real_launches_resumes() -> None:
     assert len(calls) == 2 and again["sweep_status"].tolist() == ["skipped", "skipped"]
 
 
+def test_a_rooms_own_sweep_keeps_the_succeeded_points_and_resumes() -> None:
+    """lab.experiments.sweeps.run_succeeded (CM-DARE's sweeps): a failed point is tried
+    once more and left out of the summary; a second sweep runs nothing again."""
+    from lab.errors import NothingMeasured
+    from lab.experiments.sweeps import run_succeeded
+
+    calls = []
+
+    def run(point):
+        calls.append(point["n"])
+        code = "import sys; sys.exit(3)" if point["n"] == 2 else 'print(\'@lab {"kind": "x"}\')'
+        return launch([sys.executable, "-c", code], experiment="own-sweep", params=point,
+                      view=None, check=False)  # fmt: skip
+
+    points = [{"n": 1}, {"n": 2}]
+    first = run_succeeded("own-sweep", points, run, key=["n"])
+    assert first["n"].tolist() == [1] and calls == [1, 2, 2]
+    again = run_succeeded("own-sweep", points[:1], run, key=["n"])
+    assert again["n"].tolist() == [1] and calls == [1, 2, 2]
+    with pytest.raises(NothingMeasured):
+        run_succeeded("own-sweep", points[1:], run, key=["n"])
+
+
 def test_overhead_table_against_the_baseline_of_each_model() -> None:
     import pandas as pd
 

@@ -85,18 +85,11 @@ def launch_point(point: Mapping[str, Any], view: Any = "auto") -> Any:
 
 
 def run_sweep(points: Iterable[Mapping[str, Any]], view: Any = "auto", rerun: bool = False) -> Any:
-    """Every point, resumably; the succeeded runs' summary.
+    """Every point, resumably; the summary of the succeeded runs, one row per point
+    (lab.experiments.sweeps.run_succeeded: raises NothingMeasured when nothing succeeded)."""
+    from lab.experiments.sweeps import run_succeeded
 
-    Raises:
-        NothingMeasured: no point succeeded, or (in a batch run) one failed.
-    """
-    from lab.experiments.batch import require_measured
-    from lab.metrics import Sweep
-
-    sweep = Sweep(EXPERIMENT, list(points), lambda p: launch_point(p, view), key=KEY, retries=1)
-    summary = require_measured(sweep.run(rerun=rerun), EXPERIMENT)
-    ok = summary[summary["state"] == "succeeded"]
-    return ok.reset_index(drop=True)
+    return run_succeeded(EXPERIMENT, list(points), lambda p: launch_point(p, view), KEY, rerun)
 
 
 def _measure(run_dir: str, workers: int, ps: int) -> dict[str, Any]:

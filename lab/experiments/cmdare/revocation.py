@@ -127,18 +127,11 @@ def launch_point(point: Mapping[str, Any], view: Any = "auto") -> Any:
 
 
 def run_sweep(points: Iterable[Mapping[str, Any]], view: Any = "auto", rerun: bool = False) -> Any:
-    """Every point, resumably; the summary of the succeeded runs, one row per point.
+    """Every point, resumably; the summary of the succeeded runs, one row per point
+    (lab.experiments.sweeps.run_succeeded: raises NothingMeasured when nothing succeeded)."""
+    from lab.experiments.sweeps import run_succeeded
 
-    Raises:
-        NothingMeasured: no point succeeded, or (in a batch run) one failed.
-    """
-    from lab.experiments.batch import require_measured
-    from lab.metrics import Sweep
-
-    sweep = Sweep(EXPERIMENT, list(points), lambda p: launch_point(p, view), key=KEY, retries=1)
-    summary = require_measured(sweep.run(rerun=rerun), EXPERIMENT)
-    ok = summary[summary["state"] == "succeeded"]
-    return ok.reset_index(drop=True)
+    return run_succeeded(EXPERIMENT, list(points), lambda p: launch_point(p, view), KEY, rerun)
 
 
 def records(run_dir: str) -> Any:
