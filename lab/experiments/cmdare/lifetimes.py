@@ -148,4 +148,5 @@ def lifetimes_verdict(table: Any) -> Verdict:
             "reached the 24 h limit."
         ),
         runs=data.sources(data.LIFETIME_FILE),
+        precision="exact: counts read from the artifact's table, no sampling",
     )

@@ -231,4 +231,5 @@ def verdict(diff: pd.DataFrame, scale: str, hardware: str, runs: Sequence[str] =
         hardware=hardware,
         why=why + " (exact bit patterns of every loss; D0 also by the parameters' bits).",
         runs=tuple(runs),
+        precision="exact: bit patterns compared, so no interval applies",
     )
