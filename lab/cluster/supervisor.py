@@ -19,6 +19,7 @@ coreutils ``timeout``); 130 cancelled or interrupted (128 + SIGINT, as a shell r
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -27,7 +28,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -62,6 +63,7 @@ log = logging.getLogger(__name__)
 
 RUN_ID_ENV = "LAB_RUN_ID"
 REPORT_LINES = 20  # shown per failed rank
+INTERRUPTED = "interrupted (KeyboardInterrupt)"
 
 
 class Supervisor:
@@ -112,6 +114,7 @@ class Supervisor:
         self._wake = threading.Event()
         self._cancelled = threading.Event()
         self._cancel_reason = ""
+        self._interrupted = False
         self._tracker = ProcessTracker()
         self.state = RunState.PENDING
         self.reason = ""
@@ -130,20 +133,46 @@ class Supervisor:
         """Start everything, block until the run ends, tear down, write the manifest.
 
         A KeyboardInterrupt (a kernel interrupt) ends the run as cancelled, writes the
-        manifest, then propagates.
+        manifest, then propagates. In the main thread SIGINT only asks the watch loop to
+        cancel (a second one interrupts at once): an exception raised at an arbitrary
+        point could leave a lock held or a process half-tracked, and teardown would hang.
         """
+        with self._interrupt_cancels():
+            try:
+                self._start()
+                self._watch()
+            except KeyboardInterrupt:
+                self._end(RunState.CANCELLED, INTERRUPTED)
+                self._finish()
+                raise
+            except BaseException as e:
+                self._end(RunState.FAILED, f"supervisor error: {e!r}")
+                self._finish()
+                raise
+            result = self._finish()
+        if self._interrupted:
+            raise KeyboardInterrupt
+        return result
+
+    @contextlib.contextmanager
+    def _interrupt_cancels(self) -> Iterator[None]:
+        """While the run goes, SIGINT cancels it (see run); Python's own handler after."""
+        mine = threading.current_thread() is threading.main_thread()
+        if not mine or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            yield  # another thread, or someone else's handler: leave SIGINT alone
+            return
+
+        def on_sigint(signum: int, frame: Any) -> None:
+            if self._interrupted:
+                raise KeyboardInterrupt  # a second interrupt: stop waiting for the grace
+            self._interrupted = True
+            self.cancel(INTERRUPTED)
+
+        signal.signal(signal.SIGINT, on_sigint)
         try:
-            self._start()
-            self._watch()
-        except KeyboardInterrupt:
-            self._end(RunState.CANCELLED, "interrupted (KeyboardInterrupt)")
-            self._finish()
-            raise
-        except BaseException as e:
-            self._end(RunState.FAILED, f"supervisor error: {e!r}")
-            self._finish()
-            raise
-        return self._finish()
+            yield
+        finally:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def processes(self) -> list[Proc]:
         """The run's processes so far (replacements included), in start order."""

@@ -183,6 +183,25 @@ def test_keyboard_interrupt_tears_down_and_writes_manifest(start_driver, probe) 
 
 
 @pytest.mark.slow
+def test_a_second_interrupt_skips_the_grace_period(start_driver, probe) -> None:
+    """The first SIGINT cancels (ranks get SIGTERM and 30 s of grace, which they ignore);
+    the second kills them at once."""
+    cmd = probe.rank_command("--sleep", "120", "--ignore-term")
+    driver = start_driver(command=cmd, np=2, grace=30)
+    run_dir = driver.wait_ready(2)
+    started = time.monotonic()
+    driver.proc.send_signal(signal.SIGINT)
+    time.sleep(1.0)
+    assert driver.proc.poll() is None  # still in the grace period
+    driver.proc.send_signal(signal.SIGINT)
+    _, err = driver.proc.communicate(timeout=25)
+    assert time.monotonic() - started < 20 and "KeyboardInterrupt" in err
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["state"] == "cancelled" and "interrupted" in manifest["reason"]
+    probe.assert_nothing_left(run_dir, probe.logged_pids(run_dir))
+
+
+@pytest.mark.slow
 def test_kill_9_of_launcher_ends_ranks(start_driver, probe) -> None:
     cmd = probe.rank_command("--sleep", "120", "--spawn-child", "0", "--setsid-child", "1")
     driver = start_driver(command=cmd, np=2, grace=1)
