@@ -41,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    if not args.verbose:  # the PNG renderer's browser narrates every tab at INFO
+        for chatty in ("kaleido", "choreographer"):
+            logging.getLogger(chatty).setLevel(logging.WARNING)
     if not args.command:
         parser.print_help()
         return 0

@@ -98,8 +98,8 @@ def test_fig12_verdict_and_figure() -> None:
 
 
 def test_fig12_repeats_that_disagree_leave_it_not_resolved(monkeypatch) -> None:
-    """Each repeat's D1+D2 / D1 is judged on its own; the pooled table alone once flipped
-    between two smoke runs of the same point."""
+    """A device type counts only where every repeat's D1+D2 / D1 is beyond the margin on
+    the same side; the pooled table alone once flipped between two smoke runs."""
     seconds = {  # (repeat, device type, level) -> step time; repeat 1 shows no D2 cost
         (0, "fast", "D0"): 1.0, (0, "fast", "D1"): 1.0, (0, "fast", "D1+D2"): 1.5,
         (0, "slow", "D0"): 2.0, (0, "slow", "D1"): 2.0, (0, "slow", "D1+D2"): 3.0,
@@ -124,11 +124,24 @@ def test_fig12_repeats_that_disagree_leave_it_not_resolved(monkeypatch) -> None:
     pooled = overhead.levels_verdict(table, "smoke", "t", runs=["r"])
     assert "no spread" in pooled.precision
     got = overhead.levels_verdict(table, "smoke", "t", runs=["r"], per_repeat=ratios)
-    assert got.status is Status.NOT_RESOLVED and "The 2 repeats disagree" in got.why
-    assert got.precision == "2 interleaved repeats; D1+D2 / D1 per repeat and device type 1.00–1.50"
+    assert got.status is Status.NOT_RESOLVED and "where all of them agree" in got.why
+    assert (
+        got.precision
+        == "2 interleaved repeats; D1+D2 / D1 over them: fast 1.00–1.50, slow 1.50–1.50"
+    )
     agree = ratios[ratios["repeat"] == 0]
     both = pd.concat([agree, agree.assign(repeat=1)])
     assert overhead.levels_verdict(table, "smoke", "t", per_repeat=both).status is pooled.status
+    # one device type below the margin in one repeat only, above in the other: not resolved;
+    # below in both: not reproduced
+    split = ratios.assign(d2_over_d1=[0.7, 1.5, 1.2, 1.5])
+    assert overhead.levels_verdict(table, "smoke", "t", per_repeat=split).status is (
+        Status.NOT_RESOLVED
+    )
+    below = ratios.assign(d2_over_d1=[0.7, 1.5, 0.8, 1.5])
+    assert overhead.levels_verdict(table, "smoke", "t", per_repeat=below).status is (
+        Status.NOT_REPRODUCED
+    )
 
 
 def test_fig11_verdict_and_figure() -> None:

@@ -35,7 +35,7 @@ LEVELS_DEFAULTS = {
         "devices": ["fast", "slow"],
         "levels": ["D0", "D1", "D1+D2"],
         "ests": 2,
-        "steps": 6,
+        "steps": 40,  # steps are ~8 ms here: the median of 5 was noise; 35 more cost ~0.3 s
         "repeats": 2,  # one launch per point flipped the verdict between two runs
         "base": _SMOKE_BASE,
     },
@@ -326,9 +326,10 @@ def levels_verdict(
 ) -> Verdict:
     """D1 costs less than D1+D2 on every device type, by more than ``LEVELS_MARGIN``
     (reproduced); D1+D2 cheaper by more than it somewhere (not reproduced); else not
-    resolved. ``per_repeat`` (``repeat_ratios``): with two or more repeats, they must all
-    reach the same status, or the verdict is "not resolved". ``runs``: the run directories
-    the table was read from."""
+    resolved. ``per_repeat`` (``repeat_ratios``): with two or more repeats, a device type
+    counts only where every repeat is beyond the margin on the same side (two smoke repeats
+    of 8 ms steps spread 0.66–1.01). ``runs``: the run directories the table was read
+    from."""
     t = table.pivot(index="device_type", columns="level", values="relative_time")
     if not {"D1", "D1+D2"} <= set(t.columns):
         return Verdict(
@@ -341,20 +342,17 @@ def levels_verdict(
             runs=tuple(str(r) for r in runs),
         )
     more = t["D1+D2"] / t["D1"]  # what D2 adds on top of D1, per device type
-    status = _levels_status(more)
+    status = _levels_status(more, more)
     spread, precision = "", "one launch per (device type, level): no spread to judge by"
     if per_repeat is not None and per_repeat["repeat"].nunique() >= 2:
-        ratios = per_repeat["d2_over_d1"]
         n = per_repeat["repeat"].nunique()
-        precision = (
-            f"{n} interleaved repeats; D1+D2 / D1 per repeat and device type "
-            f"{ratios.min():.2f}–{ratios.max():.2f}"
+        by_type = per_repeat.groupby("device_type")["d2_over_d1"]
+        low, high = by_type.min(), by_type.max()
+        status = _levels_status(low, high)
+        precision = f"{n} interleaved repeats; D1+D2 / D1 over them: " + ", ".join(
+            f"{d} {low[d]:.2f}–{high[d]:.2f}" for d in low.index
         )
-        each = {_levels_status(g.set_index("device_type")["d2_over_d1"])
-                for _, g in per_repeat.groupby("repeat")}  # fmt: skip
-        if len(each) > 1:
-            status = Status.NOT_RESOLVED
-            spread = f" The {n} repeats disagree: {precision.split('; ')[1]}."
+        spread = " Judged on every repeat: a device type counts where all of them agree."
     ref = published.value("Fig 12", system="EasyScale D1+D2", setting="max")
     return Verdict(
         paper=published.EASYSCALE_SC23,
@@ -378,11 +376,13 @@ def levels_verdict(
     )
 
 
-def _levels_status(more: pd.Series) -> Status:
-    """D2's cost (D1+D2 / D1 per device type) judged against ``LEVELS_MARGIN``."""
-    if (more > 1 + LEVELS_MARGIN).all():
+def _levels_status(low: pd.Series, high: pd.Series) -> Status:
+    """D2's cost (D1+D2 / D1 per device type; its lowest and highest value over the
+    repeats) judged against ``LEVELS_MARGIN``: above it everywhere, or below it on some
+    device type, in every repeat."""
+    if (low > 1 + LEVELS_MARGIN).all():
         return Status.REPRODUCED
-    if (more < 1 - LEVELS_MARGIN).any():
+    if (high < 1 - LEVELS_MARGIN).any():
         return Status.NOT_REPRODUCED
     return Status.NOT_RESOLVED
 
