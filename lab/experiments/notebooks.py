@@ -30,6 +30,7 @@ from typing import Any
 from lab import REPO_ROOT
 from lab.errors import ParameterError
 from lab.experiments.batch import BATCH_ENV
+from lab.metrics.layout import results_root
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +141,7 @@ def run_notebook(
 def copy_beside_runs(executed: Path, since: float, results: Path | None = None) -> list[Path]:
     """Copy an executed notebook into every experiment that got a run since ``since``
     (``<results>/runs/<experiment>/notebooks/<stamp>-<name>``); return the copies."""
-    from lab.metrics.layout import read_manifest, results_root
+    from lab.metrics.layout import read_manifest
 
     runs = results_root(results) / "runs"
     experiments = set()
@@ -201,7 +202,7 @@ def run_notebooks(
     paths = list(notebooks) if notebooks is not None else discover(root)
     extra = dict(parameters or {})
     check_parameters(paths, extra)
-    out_dir = out_dir or REPO_ROOT / "results" / "notebooks"
+    out_dir = out_dir or results_root() / "notebooks"  # beside the runs ($DISTLAB_RESULTS)
     from tqdm.auto import tqdm
 
     results = []

@@ -93,6 +93,20 @@ def _notebook(path: Path, *sources: str) -> Path:
 
 
 @pytest.mark.slow
+def test_executed_notebooks_go_under_the_results_root(tmp_path: Path, monkeypatch) -> None:
+    """$DISTLAB_RESULTS moves the executed copies with the runs and verdicts."""
+    from lab.experiments.notebooks import run_notebooks
+
+    root = tmp_path / "nbs"
+    root.mkdir()
+    nb = _notebook(root / "one.ipynb", "print('ran')")
+    monkeypatch.setenv("DISTLAB_RESULTS", str(tmp_path / "results"))
+    [result] = run_notebooks([nb], root=root, progress=False)
+    assert result.ok and result.output == tmp_path / "results" / "notebooks" / "one.ipynb"
+    assert "ran" in result.output.read_text()
+
+
+@pytest.mark.slow
 def test_runner_injects_parameters_and_saves_failures(tmp_path: Path) -> None:
     good = _notebook(tmp_path / "good.ipynb", "print('scale is', scale)")
     bad = _notebook(
