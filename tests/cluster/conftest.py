@@ -31,8 +31,11 @@ SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 SECOND_LOOPBACK = "127.0.0.2"
 
 # Runs launch() in its own process, so a test can interrupt or kill -9 it.
+# The driver stands for a person's Python session, where Ctrl-C raises KeyboardInterrupt:
+# a test run started in the background (``make test &``) passes SIGINT down ignored.
 DRIVER = r"""
-import json, sys
+import json, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from lab.cluster import launch
 from lab.cluster.inventory import Cluster, Host
 cfg = json.loads(sys.argv[1])
