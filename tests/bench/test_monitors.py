@@ -23,7 +23,7 @@ def linear_regression_grads(rng, trials, workers, b_small, d, sigma):
 def test_noise_scale_is_unbiased_on_linear_regression():
     # For x ~ N(0, I_n): G = d and Σ = d dᵀ + (|d|² + σ²) I, so
     # tr(Σ)/|G|² = 1 + n + n σ²/|d|² (Isserlis' theorem on E[(xᵀd)² x xᵀ]).
-    rng = np.random.default_rng()
+    rng = np.random.default_rng(3)  # a statistical test: one fixed draw, reproducible
     n, sigma, workers, b_small = 8, 0.5, 4, 16
     d = rng.standard_normal(n)
     d /= np.linalg.norm(d)
@@ -89,7 +89,7 @@ def test_monitor_sink_emits_ema_and_variance():
 @pytest.mark.slow
 def test_tensorflow_estimators_match_numpy():
     tf = pytest.importorskip("tensorflow")
-    rng = np.random.default_rng()
+    rng = np.random.default_rng(7)
     shapes = [(3, 3, 4, 8), (8,), (10, 5)]
     workers, b_small = 3, 16
     grads = [[rng.standard_normal(s).astype(np.float32) for s in shapes] for _ in range(workers)]
@@ -100,7 +100,13 @@ def test_tensorflow_estimators_match_numpy():
         [tf.constant(g) for g in grads[0]], [tf.constant(a) for a in avg], b_small, b_big
     )
     ref_g_sq, ref_s = monitors.noise_scale_np(grads[0], avg, b_small, b_big)
-    assert float(g_sq) == pytest.approx(ref_g_sq, rel=1e-4)
+    # |G|² is a small difference of two large float32 sums of squares: TF's rounding is
+    # relative to those terms, not to |G|² (worst over 200 draws: 9e-8 of them; an
+    # unseeded draw once missed rel=1e-4 of |G|² itself)
+    terms = (b_big * monitors.squared_norm(avg) + b_small * monitors.squared_norm(grads[0])) / (
+        b_big - b_small
+    )
+    assert abs(float(g_sq) - ref_g_sq) <= 1e-6 * terms
     assert float(s) == pytest.approx(ref_s, rel=1e-4)
 
     others = [[np.square(g[i]) for i in range(len(shapes))] for g in grads[1:]]
