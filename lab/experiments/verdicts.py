@@ -92,8 +92,9 @@ class Verdict:
             parts.append(f"Published: {fmt(self.published_value)}{unit} ({self.published_source}).")
         if self.why:
             parts.append(self.why)
-        if self.precision_sentence():
-            parts.append(self.precision_sentence())
+        precision = self.precision_sentence()
+        if precision:
+            parts.append(precision)
         return " ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
