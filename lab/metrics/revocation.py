@@ -89,6 +89,22 @@ def restart_overhead(steps: Any, revoked_at: float) -> tuple[float, int]:
     return float(later.min() - revoked_at), reached
 
 
+def restart_parts(steps: Any, revoked_at: float) -> tuple[float, float, int]:
+    """(restart s, redo s, global step reached) of a run restarted from a checkpoint: the
+    restart ends at the first step redone (a global step below the one reached), the redo
+    when the step reached ends again. Only the redo depends on the steps since the
+    checkpoint; the restart (a process's start) is the same for every such point, and its
+    run-to-run spread would otherwise hide the line."""
+    import numpy as np
+
+    seconds, reached = restart_overhead(steps, revoked_at)
+    ended = steps["ended_at"].to_numpy(dtype=float)
+    gs = steps["global_step"].to_numpy()
+    redone = ended[(ended > revoked_at) & (gs < reached)]
+    restart = float(np.min(redone) - revoked_at) if len(redone) else seconds
+    return restart, seconds - restart, reached
+
+
 def linear_fit(x: Any, y: Any) -> tuple[float, float, float]:
     """(intercept, slope, R^2) of a least-squares line."""
     import numpy as np

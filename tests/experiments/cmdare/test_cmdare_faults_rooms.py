@@ -84,3 +84,17 @@ def test_chief_verdict_needs_three_points_and_a_rising_line() -> None:
     assert rreport.chief_verdict(flat).status is Status.NOT_REPRODUCED
     with pytest.raises(NothingMeasured):
         rreport.chief_verdict(lab.iloc[:2])
+
+
+def test_chief_verdict_fits_the_redone_steps_not_the_restart_spread() -> None:
+    """The restart's spread hides the rise of the whole overhead; its redone part shows it."""
+    lab = pd.DataFrame({"since": [30, 150, 280], "restart_s": [13.4, 11.3, 12.2],
+                        "redo_s": [0.6, 2.6, 5.1], "rate_before": [55.0] * 3,
+                        "run_dir": ["a", "b", "c"]})  # fmt: skip
+    lab["overhead_s"] = lab["restart_s"] + lab["redo_s"]
+    assert rreport.chief_verdict(lab.drop(columns=["restart_s", "redo_s"])).status is (
+        Status.NOT_REPRODUCED
+    )  # the whole overhead: R² below the bar
+    v = rreport.chief_verdict(lab)
+    assert v.status is Status.REPRODUCED and "restart 11.3–13.4 s" in v.why
+    assert "R² is 1.00" in v.precision_sentence()
