@@ -185,8 +185,8 @@ def chief_figure(lab: Any) -> Any:
     fig.add_scatter(x=lab["since"], y=lab["overhead_s"], mode="markers",
                     name="lab runs: overhead", row=1, col=1)  # fmt: skip
     if "redo_s" in lab:
-        fig.add_scatter(x=lab["since"], y=lab["redo_s"], mode="markers",
-                        name="lab runs: redone steps (overhead − restart)", row=1, col=1)  # fmt: skip
+        fig.add_scatter(x=lab["since"], y=lab["redo_s"], mode="markers", row=1, col=1,
+                        name="lab runs: redone steps (overhead − restart)")  # fmt: skip
     if lab["since"].nunique() >= 2:
         y = lab["redo_s"] if "redo_s" in lab else lab["overhead_s"]
         a, b, r2 = rev.linear_fit(lab["since"], y)
