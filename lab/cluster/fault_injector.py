@@ -1,5 +1,12 @@
 """Carrying out a fault plan (lab.cluster.faults) during one run: counting its steps,
-revoking hosts when due, starting replacements and standbys, and writing the events."""
+revoking hosts when due, starting replacements and standbys, and writing the events.
+
+A cold replacement on an emulated host starts at full speed, like every rank at a run's
+start (lab.cluster.emulation.startup): the host's share stands for its accelerator, not
+for the host CPU that imports TensorFlow. The share is back once the replacement is up: it
+reports a step ("recovered"), or prints a ``serving`` event (a server task, whose steps
+the chief reports later), or the run ends. At 0.4 of a core a replaced chief took 11-15 s to start
+here, most of a smoke run's revocation cost and all of its spread."""
 
 from __future__ import annotations
 
@@ -40,7 +47,11 @@ class FaultInjector:
     def __init__(self, plan: Sequence[Revocation], cluster: Cluster) -> None:
         self.cluster = cluster
         self.hosts = {h.name: h for h in cluster.hosts}
-        self.info = (cluster.extra.get("emulation") or {}).get("hosts", {})
+        emulation = cluster.extra.get("emulation") or {}
+        self.info = emulation.get("hosts", {})
+        self._full_start = emulation.get("startup", "full") == "full"
+        self._cgroup_version = int(emulation.get("cgroup_version", 1))
+        self._lifted: dict[str, float] = {}  # host -> its share, while a replacement starts
         self.states = [_State(r) for r in plan]
         self.run_dir: Path | None = None
         self.t0 = 0.0
@@ -56,6 +67,8 @@ class FaultInjector:
         self.run_dir, self.t0 = Path(run_dir), time.time()
 
     def on_line(self, line: Line) -> None:
+        if '"serving"' in line.text and self._lifted:
+            self._on_serving(line)
         if '"step"' not in line.text:
             return
         from lab.metrics.records import parse_record
@@ -74,11 +87,27 @@ class FaultInjector:
                     continue  # a step that ended before the replacement, reported late
                 if not s.reporting or rank in s.reporting:
                     s.recovered = True
+                    self._restore_share(s.plan.host)
                     since = time.time() - (s.revoked_at or 0.0)
                     self._event("recovered", s.plan.host, rank=rank, seconds_since_revoked=since)
 
+    def _on_serving(self, line: Line) -> None:
+        """A replaced server task is up (its start is over): its host gets its share back.
+        Its steps are reported by the chief in schedule order, seconds later."""
+        from lab.metrics.records import parse_record
+
+        rec = parse_record(line.text)
+        if not rec or rec.get("kind") != "event" or rec.get("event") != "serving":
+            return
+        with self._lock:
+            for s in self.states:
+                ranks = {r for p in s.procs for r in p.spec.ranks}
+                if s.replaced_at is not None and line.rank in ranks:
+                    self._restore_share(s.plan.host)
+
     def on_end(self, state: str, exit_code: int, rank_exit_codes: Any) -> None:
-        return None
+        for host in list(self._lifted):
+            self._restore_share(host)
 
     # -- the supervisor's hook ------------------------------------------------------------
 
@@ -160,6 +189,7 @@ class FaultInjector:
         if s.plan.replace == "cold":
             if info:
                 revoke.set_link(info["veth"], up=True)
+                self._lift_share(host)
             s.replacements = [sup.spawn(p.spec) for p in s.procs]
             self._event("replaced", host, now, mode="cold", processes=len(s.procs))
             return
@@ -171,6 +201,28 @@ class FaultInjector:
         for _, go in s.standbys:
             go.touch()
         self._event("replaced", host, now, mode="warm", spare=spare.name, processes=len(s.standbys))
+
+    def _set_share(self, host: str, cpu: float | None) -> None:
+        from lab.cluster.emulation.cgroups import CgroupDriver
+
+        group = Path(self.info[host]["cgroup"])
+        try:
+            CgroupDriver(self._cgroup_version, Path("/")).set_quota(group, cpu)
+        except OSError as e:  # the run may be tearing the cluster down
+            log.warning("could not set %s's share: %s", host, e)
+
+    def _lift_share(self, host: str) -> None:
+        """Let a cold replacement start at full speed (module docstring)."""
+        cpu = self.info.get(host, {}).get("cpu")
+        if self._full_start and cpu is not None and host not in self._lifted:
+            self._lifted[host] = float(cpu)
+            self._set_share(host, None)
+
+    def _restore_share(self, host: str) -> None:
+        cpu = self._lifted.pop(host, None)
+        if cpu is not None:
+            self._set_share(host, cpu)
+            self._event("share_restored", host, cpu=cpu)
 
     def _end_leftovers(self, sup: Any) -> None:
         """Once every original process has ended well, the run is over: a standby never

@@ -95,8 +95,10 @@ def test_revoked_host_is_gone_and_its_events_are_in_the_run(tmp_path: Path) -> N
     run = Path(result.run_dir)  # type: ignore[attr-defined]
     manifest = json.loads((run / "manifest.json").read_text())
     events = read_events(run)
-    assert [e["event"] for e in events] == ["revoked", "replaced", "recovered"]
-    revoked, replaced, recovered = events
+    # the replacement started at full speed and got h2's share back at its first step
+    assert [e["event"] for e in events] == ["revoked", "replaced", "share_restored", "recovered"]
+    revoked, replaced, restored, recovered = events
+    assert restored["cpu"] == 0.4 and replaced["t"] < restored["t"] <= recovered["t"]
     assert revoked["host"] == "h2" and revoked["ranks"] == [1] and revoked["killed"] >= 1
     assert revoked["link"] == "down" and 1.5 <= revoked["t"] < 5
     assert replaced["t"] - revoked["t"] >= 0.5 and replaced["mode"] == "cold"

@@ -20,7 +20,8 @@ also come from LAB_PS_ROLE / LAB_PS_INDEX):
   ``result_lost`` event: its update reached the servers. With two or more servers the large
   variables are split over them (``MinSizePartitioner``).
 
-Records: only the chief prints them. Each ``step`` record describes one step of one
+Records: only the chief prints step records (a server task prints one ``serving`` event
+once it is up, which lab.cluster.fault_injector waits for). Each ``step`` record describes one step of one
 worker: ``rank`` and ``worker`` are that worker's index (from
 ``tf.distribute.coordinator.experimental_get_current_worker_index``), ``step`` counts that
 worker's steps, and ``seconds`` is measured on the worker's clock between the ends of its
@@ -138,6 +139,7 @@ def serve(tf: Any, cfg: Config, cluster: dict[str, Any], role: str, index: int) 
         tf.train.ClusterSpec(cluster), job_name=role, task_index=index, protocol="grpc", start=True
     )
     print(f"{role} {index} serving at {server.target}", file=sys.stderr, flush=True)
+    emit("event", event="serving", role=role, index=index)  # up: a replacement's share returns
     code = watch_chief(cluster["chief"][0], cfg.ps_wait, cfg.chief_grace)
     print(f"{role} {index}: chief ended, exiting", file=sys.stderr, flush=True)
     return code

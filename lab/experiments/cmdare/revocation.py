@@ -23,10 +23,10 @@ from typing import Any
 from lab.errors import NothingMeasured, ParameterError
 
 SCALES: dict[str, dict[str, Any]] = {
-    # smoke: the surviving worker has 400 steps left after a revocation (~12 s alone, time
-    # for a cold replacement to start: its first step came 11 s after); a chief revoked 275
-    # steps after its checkpoint at 300 still has 225 to go once it is back
-    "smoke": {"model": "tiny_cnn", "batch_size": 32, "steps": 400, "worker_steps": 700,
+    # smoke: the surviving worker has ~250 steps left after a revocation (~11 s alone; a
+    # cold replacement, started at full speed, ran its first step 6.5 s after); a chief
+    # revoked 275 steps after its checkpoint at 300 has ~80 to go once back where it was
+    "smoke": {"model": "tiny_cnn", "batch_size": 32, "steps": 340, "worker_steps": 550,
               "cpu": 0.4, "checkpoint_every": 300, "revoke_at": 300, "delay": 1.0,
               "timeout": 240, "checkpoint_steps": 4},
     "paper": {"model": "cifar_resnet32", "batch_size": 128, "steps": 4000, "worker_steps": 4000,
