@@ -21,8 +21,8 @@ also come from LAB_PS_ROLE / LAB_PS_INDEX):
   variables are split over them (``MinSizePartitioner``).
 
 Records: only the chief prints step records (a server task prints one ``serving`` event
-once it is up, which lab.cluster.fault_injector waits for). Each ``step`` record describes one step of one
-worker: ``rank`` and ``worker`` are that worker's index (from
+once it is up, which lab.cluster.fault_injector waits for). Each ``step`` record describes
+one step of one worker: ``rank`` and ``worker`` are that worker's index (from
 ``tf.distribute.coordinator.experimental_get_current_worker_index``), ``step`` counts that
 worker's steps, and ``seconds`` is measured on the worker's clock between the ends of its
 consecutive steps (the first: start to end), so it includes the pull/push of variables
