@@ -182,6 +182,23 @@ def test_fig13_is_a_claim_of_fig11_computed_from_the_savings(
     assert runs.measured(got) is got
 
 
+def test_fig13_over_repeats_is_reproduced_only_when_every_repeat_shows_it() -> None:
+    numbers = {"saving_other_ests": 0.1, "saving_last_est": 0.05, "ddp_step_s": 0.02}
+
+    def judged(others: list[float], lasts: list[float]) -> Status:
+        reps = pd.DataFrame({"repeat": range(len(others)), "saving_other_ests": others,
+                             "saving_last_est": lasts})  # fmt: skip
+        return overhead.est_time_verdict(numbers, "smoke", "t", repeats=reps).status
+
+    assert judged([0.11, 0.13], [0.01, 0.10]) is Status.REPRODUCED
+    assert judged([0.11, -0.37], [0.01, -0.48]) is Status.NOT_RESOLVED
+    assert judged([-0.1, 0.05], [-0.2, 0.08]) is Status.NOT_REPRODUCED
+    reps = pd.DataFrame({"repeat": [0, 1], "saving_other_ests": [0.11, 0.13],
+                         "saving_last_est": [0.01, 0.10]})  # fmt: skip
+    v = overhead.est_time_verdict(numbers, "smoke", "t", repeats=reps)
+    assert "2 interleaved repeats" in v.precision_sentence() and "held in 2 of them" in v.precision
+
+
 def test_every_room_verdict_names_a_catalog_figure_of_the_room() -> None:
     catalog = {f.figure for f in FIGURES if f.room == "easyscale"}
     made = {

@@ -27,7 +27,10 @@ _PAPER_BASE = {"model": "resnet50", "batch_size": 32, "image_size": 224, "datase
 # launch of one process, mostly torch's start-up, so smoke runs each once; the step
 # timings inside a run give the medians (the first step is not timed).
 SWITCHING_DEFAULTS = {
-    "smoke": {"ests": 4, "steps": 6, "repeats": 1, "base": _SMOKE_BASE},
+    # smoke: Fig 13's saving over a DDP step (~10% of a 3.5 ms step) read 11%, -37%, 13%
+    # and 3% in four make runs from one launch of 6 steps per variant: 40 steps (~0.5 s
+    # more) and two repeats, judged per repeat (est_time_verdict)
+    "smoke": {"ests": 4, "steps": 40, "repeats": 2, "base": _SMOKE_BASE},
     "paper": {"ests": 8, "steps": 50, "repeats": 3, "base": _PAPER_BASE},
 }
 LEVELS_DEFAULTS = {
@@ -90,6 +93,18 @@ def run_switching(
             run = _run(cfg, device, cluster, view, results_root)
             rows.append({"variant": name, "repeat": r, "run": run})
     return pd.DataFrame(rows)
+
+
+def fig13_repeats(runs: pd.DataFrame, warmup: int = 1) -> pd.DataFrame:
+    """Fig 13's two savings against a DDP step, per repeat of ``run_switching`` (columns
+    repeat, saving_other_ests, saving_last_est): what est_time_verdict judges."""
+    rows = []
+    for r, g in runs.groupby("repeat"):
+        n = switching_table(g, warmup)
+        if "saving_other_ests" in n:
+            rows.append({"repeat": r, "saving_other_ests": n["saving_other_ests"],
+                         "saving_last_est": n["saving_last_est"]})  # fmt: skip
+    return pd.DataFrame(rows, columns=["repeat", "saving_other_ests", "saving_last_est"])
 
 
 def _records(run: Path) -> pd.DataFrame:
@@ -285,10 +300,16 @@ def switching_verdict(
 
 
 def est_time_verdict(
-    numbers: dict[str, float], scale: str, hardware: str, runs: Sequence[str | Path] = ()
+    numbers: dict[str, float],
+    scale: str,
+    hardware: str,
+    runs: Sequence[str | Path] = (),
+    repeats: pd.DataFrame | None = None,
 ) -> Verdict:
     """Fig 13, judged as a claim of Fig 11's notebook: an EST that does not sync takes less
-    time than a DDP step, and the last EST, which syncs, more than the others."""
+    time than a DDP step, and the last EST, which syncs, more than the others. With
+    ``repeats`` (fig13_repeats, two or more) each repeat is judged: reproduced when every
+    repeat shows it, not reproduced when none does, not resolved otherwise."""
     claim = "Fig 13: ESTs that do not sync take less time than a DDP step, the syncing one more"
     ref = published.value("Fig 13", setting="ESTs 0-6")
     common = {
@@ -306,9 +327,29 @@ def est_time_verdict(
         return Verdict(status=Status.NOT_MEASURED, why="no DDP step was timed", **common)
     other, last = numbers["saving_other_ests"], numbers["saving_last_est"]
     ok = other > 0 and last < other
+    status = Status.REPRODUCED if ok else Status.NOT_REPRODUCED
+    precision = ""
+    if repeats is not None and len(repeats) >= 2:
+        each = (repeats["saving_other_ests"] > 0) & (
+            repeats["saving_last_est"] < repeats["saving_other_ests"]
+        )
+        status = (
+            Status.REPRODUCED
+            if each.all()
+            else Status.NOT_REPRODUCED
+            if not each.any()
+            else Status.NOT_RESOLVED
+        )
+        precision = (
+            f"{len(repeats)} interleaved repeats; ESTs 0..N-2 saved "
+            f"{repeats['saving_other_ests'].min():.1%} to {repeats['saving_other_ests'].max():.1%}"
+            f", the last EST {repeats['saving_last_est'].min():.1%} to "
+            f"{repeats['saving_last_est'].max():.1%}; the claim held in {int(each.sum())} of them"
+        )
     last_ref = published.value("Fig 13", setting="last EST (syncs)").value
     return Verdict(
-        status=Status.REPRODUCED if ok else Status.NOT_REPRODUCED,
+        status=status,
+        precision=precision,
         lab_value=other,
         why=f"ESTs 0..N-2 take {other:.1%} less than a DDP step "
         f"({numbers['ddp_step_s'] * 1e3:.1f} ms), the last EST with its sync {last:.1%} less "
