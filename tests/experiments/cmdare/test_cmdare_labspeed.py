@@ -1,14 +1,17 @@
-"""The lab's own speed data set: point checks, the feature table, one real PS run."""
+"""The lab's own speed data set: point checks, the feature table, one real PS run, and
+the verdict's row-by-row comparison."""
 
 from __future__ import annotations
 
 import os
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from lab.errors import NothingMeasured, ParameterError
 from lab.experiments.cmdare import labspeed
+from lab.experiments.verdicts import Status
 
 
 def test_points_are_checked_before_launch() -> None:
@@ -64,3 +67,33 @@ def test_the_sweep_runs_only_on_its_own_emulated_hosts() -> None:
     labspeed.check_cluster("emulated")
     with pytest.raises(ParameterError, match="run_dirs"):
         labspeed.check_cluster("my-gpus")
+
+
+def _speed_table(noise: float, seed: int = 0) -> pd.DataFrame:
+    """Step times that depend on the load per worker: only the lab's features can tell."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i, model in enumerate(["a", "b", "c", "d"]):
+        for workers in (1, 2, 4):
+            for ps in (1, 2):
+                load = 0.2 + 0.25 * i
+                t = 0.05 + 0.4 * load / workers
+                rows.append({"model": model, "load": load, "load_per_worker": load / workers,
+                             "ps": ps, "workers": workers,
+                             "step_time": t * np.exp(noise * rng.standard_normal())})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_lab_verdict_compares_the_two_forms_row_by_row() -> None:
+    clear = _speed_table(noise=0.01)
+    v = labspeed.lab_verdict(labspeed.score(clear), "smoke", "t", table=clear)
+    assert v.status is Status.REPRODUCED
+    assert "row by row over 24 rows" in v.precision_sentence()
+    # without the table only the sign of the MAPE difference is known: no interval
+    assert labspeed.lab_verdict(labspeed.score(clear), "smoke", "t").precision == ""
+
+
+def test_lab_verdict_is_not_resolved_when_noise_swamps_the_difference() -> None:
+    noisy = _speed_table(noise=0.8, seed=0)[lambda d: d["model"].isin(["a", "b"])]
+    v = labspeed.lab_verdict(labspeed.score(noisy), "smoke", "t", table=noisy)
+    assert v.status is Status.NOT_RESOLVED
