@@ -4,7 +4,10 @@ over a growing number of workers, with KungFu's published Fig 9 numbers for refe
 The benchmark itself publishes no number; the verdict compares the lab's KungFu with its
 fastest Horovod at the largest worker count (``lab.experiments.evidence.ratio_status``:
 reproduced when KungFu is faster with the ratio's whole 95% CI above 1), beside the ratio
-of KungFu's and Horovod's published Fig 9 throughputs.
+of KungFu's and Horovod's published Fig 9 throughputs. The points run interleaved in
+rounds (lab.experiments.protocol_runner) and each throughput's interval is over rounds:
+one run per point gave KungFu/Horovod 0.71-0.86 in three make runs and 1.99 in a fourth,
+each with a within-run interval of 6-16% that said nothing of that spread.
 """
 
 from __future__ import annotations
@@ -31,12 +34,19 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "models": ["tiny_cnn"],
         "workers": [1, 2],
         "batch_size": 32,
+        # a round of the six points is ~55 s here: the budget buys a second round (one
+        # starts only if it should end within the budget), the least that gives an
+        # interval over rounds
+        "target_rel_ci": 0.05,
+        "budget_s": 130.0,
     },
     "paper": {
         "systems": ["horovod-gloo", "horovod-mpi", "mwms", "kungfu-sync", "kungfu-artifact-sync"],
         "models": ["ResNet50", "MobileNetV2"],
         "workers": [1, 2, 4],
         "batch_size": 64,
+        "target_rel_ci": 0.02,
+        "budget_s": 3600.0,
     },
 }
 TABLE_COLUMNS = [
@@ -49,6 +59,7 @@ TABLE_COLUMNS = [
     "throughput_total",
     "throughput_total_ci",
     "efficiency",
+    "repeats",
 ]
 
 
@@ -61,6 +72,56 @@ def points(p: Mapping[str, Any], systems: Sequence[str]) -> list[dict[str, Any]]
         workers=list(p["workers"]),
         batch_size=p["batch_size"],
     )
+
+
+def protocol_points(
+    p: Mapping[str, Any], systems: Sequence[str]
+) -> tuple[list[dict[str, Any]], list[tuple[str, str, int]], list[Any]]:
+    """The protocol's inputs: the points, their keys ``(system, model, workers)``, and the
+    total throughput of each as the compared quantities."""
+    from lab.metrics.protocol import throughput
+
+    pts = points(p, systems)
+    keys = [(str(q["system"]), str(q["model"]), int(q["workers"])) for q in pts]
+    compared = [throughput(k, "throughput({} · {} · {} workers)".format(*k)) for k in keys]
+    return pts, keys, compared
+
+
+def target(p: Mapping[str, Any]) -> Any:
+    """The stopping rule from a scale's ``target_rel_ci`` and ``budget_s``."""
+    from lab.metrics.protocol import Target
+
+    return Target(rel_ci=float(p["target_rel_ci"]), budget_s=float(p["budget_s"]))
+
+
+def protocol_summary(measured: pd.DataFrame) -> pd.DataFrame:
+    """``run_protocol``'s throughputs as a sweep summary (what ``table`` reads): per point
+    its mean total throughput over rounds ± the 95% interval over rounds, per rank the
+    same / workers, the repeats behind it and its last good run."""
+    runs = measured.attrs.get("runs")
+    last: dict[Any, str] = {}
+    if runs is not None and len(runs):
+        for r in runs[runs["ok"].astype(bool)].itertuples():
+            last[r.point] = str(r.run_dir)
+    rows = []
+    for r in measured[measured["kind"] == "throughput"].itertuples():
+        system, model, n = r.a
+        ok = not pd.isna(r.value)
+        rows.append(
+            {
+                "system": system,
+                "model": model,
+                "workers": int(n),
+                "state": "succeeded" if ok else "failed",
+                "throughput_total": float(r.value),
+                "throughput_total_ci": float(r.ci),
+                "throughput_per_rank": float(r.value) / int(n),
+                "throughput_per_rank_ci": float(r.ci) / int(n),
+                "repeats": int(r.repeats),
+                "run_dir": last.get(r.a),
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def table(summary: pd.DataFrame) -> pd.DataFrame:
@@ -136,6 +197,15 @@ def verdict(
         return Verdict(status=Status.NOT_MEASURED, why=why, **common)
     est, which = compared
     ci = None if est.ci != est.ci else est.ci
+    precision = ""
+    repeats = top["repeats"].dropna() if "repeats" in top else pd.Series(dtype=float)
+    if ci is None and len(repeats):
+        precision = f"{int(repeats.min())} round(s) per point: no interval over rounds"
     return Verdict(
-        status=ratio_status(est), lab_value=est.mean, lab_ci=ci, why=f"{which}; {words}.", **common
+        status=ratio_status(est),
+        lab_value=est.mean,
+        lab_ci=ci,
+        precision=precision,
+        why=f"{which}; {words}.",
+        **common,
     )
