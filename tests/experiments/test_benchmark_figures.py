@@ -69,3 +69,52 @@ def test_async_says_no_number_is_published() -> None:
     assert v.published_value is None and "publishes no number" in v.why
     faster = async_.table(pd.DataFrame([_row("ps", 2, 100.0), _row("pair-avg", 2, 150.0)]))
     assert async_.verdict(faster, "smoke", runs=("r",), hardware="h").status is (Status.REPRODUCED)
+
+
+def _rate_run(path, rate: float, ranks: int) -> str:
+    """A run directory whose every rank printed steps at ``rate`` samples/s (±1%)."""
+    from lab.metrics.records import format_record
+
+    path.mkdir(parents=True)
+    for r in range(ranks):
+        rates = [rate * (1 + 0.01 * ((i % 3) - 1)) for i in range(12)]
+        lines = [
+            format_record("step", rank=r, step=i, samples=32, seconds=32 / x)
+            for i, x in enumerate(rates)
+        ]
+        (path / f"rank-{r}.log").write_text("\n".join(lines) + "\n")
+    (path / "manifest.json").write_text('{"params": {}, "state": "succeeded"}')
+    return str(path)
+
+
+def test_sync_runs_interleaved_rounds_and_its_interval_is_over_rounds(tmp_path) -> None:
+    """Two rounds whose KungFu/Horovod ratio differs (1.5×, then 0.9×): every run is tight
+    inside, but the interval over rounds holds 1, so the verdict is not resolved."""
+    from lab.experiments.protocol_runner import run_protocol
+
+    p = sync.DEFAULTS["smoke"] | {"systems": ["horovod-gloo", "kungfu-sync"], "budget_s": 0.0}
+    points, keys, compared = sync.protocol_points(p, p["systems"])
+    assert len(points) == len(keys) == len(compared) == 4
+    made: list[tuple[str, int]] = []
+
+    def run_one(point: dict) -> str:
+        made.append((point["system"], point["workers"]))
+        second = made.count((point["system"], point["workers"])) == 2
+        kungfu = point["system"] == "kungfu-sync" and point["workers"] == 2
+        rate = 150.0 if kungfu and not second else 90.0 if kungfu else 100.0
+        return _rate_run(tmp_path / f"run-{len(made)}", rate, point["workers"])
+
+    from lab.metrics.protocol import Target
+
+    two_rounds = Target(budget_s=1e9, min_repeats=2, max_repeats=2)
+    measured = run_protocol(points, run_one, compared, two_rounds, keys=keys)
+    assert len(made) == 8 and made[:4] != made[4:]  # two rounds, the second rotated
+    summary = sync.protocol_summary(measured)
+    assert set(summary["repeats"]) == {2} and summary["run_dir"].notna().all()
+    table = sync.table(summary)
+    v = sync.verdict(table, "smoke", runs=("r",), hardware="h")
+    assert v.lab_value == pytest.approx(240 / 200, rel=0.02)  # the mean over rounds
+    assert v.status is Status.NOT_RESOLVED and v.lab_ci is not None and v.lab_ci > 0.3
+    one = run_protocol(points, run_one, compared, sync.target(p), keys=keys)  # one round
+    lone = sync.verdict(sync.table(sync.protocol_summary(one)), "smoke", hardware="h")
+    assert lone.status is Status.NOT_RESOLVED and "1 round(s) per point" in lone.precision
