@@ -63,8 +63,7 @@ def start(
         raise LaunchError("emulated.sshd needs OpenSSH (apt-get install openssh-server)")
     if shutil.which("unshare") is None or shutil.which("hostname") is None:
         raise LaunchError("emulated.sshd needs unshare and hostname (util-linux, hostname)")
-    if not Path("/run/sshd").is_dir():
-        raise LaunchError("sshd needs its privilege-separation directory: mkdir -p /run/sshd")
+    _privsep_directory()
     directory.mkdir(parents=True, exist_ok=True)
     _keygen(directory / "host_key")
     _keygen(directory / "client_key")
@@ -99,6 +98,23 @@ def start(
         "-F", "/dev/null", "-i", str(directory / "client_key"), "-o", "IdentitiesOnly=yes",
         "-o", f"UserKnownHostsFile={known}", "-o", "StrictHostKeyChecking=yes",
     ]  # fmt: skip
+
+
+def _privsep_directory() -> None:
+    """sshd refuses to start without /run/sshd, which the distribution's service unit creates
+    at boot (a runtime directory on tmpfs). Emulated hosts run as root, so create it as that
+    unit would; a machine that never started the service (a fresh container) has none."""
+    privsep = Path("/run/sshd")
+    if privsep.is_dir():
+        return
+    try:
+        privsep.mkdir(mode=0o755)
+    except FileExistsError:
+        pass
+    except OSError as error:
+        raise LaunchError(
+            f"sshd needs its privilege-separation directory {privsep}: {error}"
+        ) from error
 
 
 def _own_hostname(name: str) -> list[str]:
