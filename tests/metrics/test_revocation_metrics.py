@@ -89,3 +89,43 @@ def test_utilisation_from_host_samples(tmp_path: Path) -> None:
     assert use["link_util"] == pytest.approx(0.5)
     with pytest.raises(NothingMeasured):
         hostload.utilisation(tmp_path / "nothing", 0, 1)
+
+
+def _two_ranks(rate_before: float, rate_after: float, jitter: float, seed: int) -> pd.DataFrame:
+    """Two ranks' steps, 10 s at ``rate_before`` (both ranks together), revoked at 1010,
+    rank 1 back at 1011, then 8 s at ``rate_after``; rank 0 goes on 2 s longer alone.
+    Step gaps vary by ``jitter`` (relative), as a real run's do."""
+    rng = np.random.default_rng(seed)
+
+    def ends(t0: float, t1: float, rate: float) -> np.ndarray:
+        gaps = (1 / rate) * (1 + jitter * rng.uniform(-1, 1, int((t1 - t0) * rate * 1.5)))
+        t = t0 + np.cumsum(gaps)
+        return t[t < t1]
+
+    rows = []
+    for rank in (0, 1):
+        t = [ends(1000.0, 1010.0, rate_before / 2)]
+        t.append(ends(1010.0 if rank == 0 else 1011.0, 1019.0, rate_after / 2))
+        if rank == 0:
+            t.append(ends(1019.0, 1021.0, rate_after / 2))
+        rows.append(pd.DataFrame({"ended_at": np.concatenate(t), "rank": rank}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def test_recovered_fraction_is_the_rate_after_over_the_rate_before_with_an_interval() -> None:
+    full = revocation.recovered_fraction(_two_ranks(60, 60, 0.5, 1), 1010.0, 1011.0)
+    assert full.mean == pytest.approx(1.0, abs=0.05) and 0 < full.ci < 0.1
+    slow = revocation.recovered_fraction(_two_ranks(60, 45, 0.5, 2), 1010.0, 1011.0)
+    assert slow.mean == pytest.approx(0.75, abs=0.07) and slow.mean + slow.ci < 0.95
+    # the 2 s rank 0 ran alone at the end are not part of "after"
+    alone = _two_ranks(60, 60, 0.0, 3)
+    alone = alone[(alone["rank"] == 1) | (alone["ended_at"] < 1019.0)]
+    tail = pd.DataFrame({"ended_at": 1019.0 + np.arange(0, 2, 1 / 30), "rank": 0})
+    with_tail = revocation.recovered_fraction(pd.concat([alone, tail]), 1010.0, 1011.0)
+    assert with_tail.mean == pytest.approx(1.0, abs=0.03)
+
+
+def test_recovered_fraction_needs_time_on_both_sides() -> None:
+    steps = _two_ranks(60, 60, 0.2, 4)
+    with pytest.raises(NothingMeasured, match=r"two 0\.5-s bins"):
+        revocation.recovered_fraction(steps, 1010.0, 1017.0)  # settled at 1019: none left

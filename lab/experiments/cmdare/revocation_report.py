@@ -44,6 +44,7 @@ def worker_effects(summary: Any) -> Any:
         e = rev.effect(steps, ev["revoked"])
         ranks = next(x["ranks"] for x in read_events(r["run_dir"]) if x["event"] == "revoked")
         back = steps[steps["rank"].isin(ranks) & (steps["ended_at"] > ev.get("replaced", 0))]
+        fraction = _recovered(steps, ev["revoked"], back)
         rows.append(
             {
                 "mode": r["mode"],
@@ -52,6 +53,8 @@ def worker_effects(summary: Any) -> Any:
                 "dip": e.dip,
                 "recovery_s": e.recovery,
                 "steps_lost": e.steps_lost,
+                "recovered": fraction.mean,
+                "recovered_ci": fraction.ci,
                 "replaced_s": ev.get("replaced", float("nan")) - ev["revoked"],
                 "rejoined_s": float(back["ended_at"].min()) - ev["revoked"]
                 if not back.empty
@@ -60,6 +63,32 @@ def worker_effects(summary: Any) -> Any:
             }
         )
     return pd.DataFrame(rows)
+
+
+def _recovered(steps: Any, revoked: float, back: Any) -> Any:
+    """rev.recovered_fraction once the replacement took part; NaN when it never did, or
+    the run left too little time after it to measure."""
+    from lab.metrics.stats import Estimate
+
+    if back.empty:
+        return Estimate(float("nan"))
+    try:
+        return rev.recovered_fraction(steps, revoked, float(back["ended_at"].min()))
+    except NothingMeasured:
+        return Estimate(float("nan"))
+
+
+def recovery_status(fraction: float, ci: float) -> Status:
+    """One run against the claim: recovered when the whole interval of the rate after (as
+    a fraction of the rate before) is at or above RECOVERED, not when it is wholly below,
+    and not resolved when it straddles RECOVERED or has no interval."""
+    if any(v != v for v in (fraction, ci)):
+        return Status.NOT_RESOLVED
+    if fraction - ci >= rev.RECOVERED:
+        return Status.REPRODUCED
+    if fraction + ci < rev.RECOVERED:
+        return Status.NOT_REPRODUCED
+    return Status.NOT_RESOLVED
 
 
 def worker_figure(summary: Any, effects: Any) -> Any:
@@ -85,40 +114,63 @@ def worker_figure(summary: Any, effects: Any) -> Any:
 
 def worker_verdict(effects: Any, scale: str = "smoke") -> Verdict:
     """Training goes on through a worker's revocation and recovers once its replacement
-    joins: every run's rate comes back to 95% of what it was, with the replacement taking
-    part. A run that ended before its replacement joined cannot tell (not resolved)."""
+    joins: in every run the rate with the replacement taking part is, over its whole 95%
+    interval, at least 95% of the rate before (``recovery_status``). Not reproduced when a
+    run stalled or stayed below; not resolved when a run ended before its replacement
+    took part, or an interval straddles 95%."""
     if effects is None or effects.empty:
         raise NothingMeasured("no worker revocation was measured")
-    joined = effects["rejoined_s"].notna()
-    recovered = effects["recovery_s"].notna()
-    kept_going = (effects["lowest"] > 0).all()
-    if not joined.all():
+    pairs = zip(effects["recovered"], effects["recovered_ci"], strict=True)
+    runs = [recovery_status(fraction, ci) for fraction, ci in pairs]
+    if not (effects["lowest"] > 0).all():
+        status = Status.NOT_REPRODUCED
+    elif not effects["rejoined_s"].notna().all():
         status = Status.NOT_RESOLVED
     else:
-        status = Status.REPRODUCED if recovered.all() and kept_going else Status.NOT_REPRODUCED
+        status = next(
+            (s for s in (Status.NOT_REPRODUCED, Status.NOT_RESOLVED) if s in runs),
+            Status.REPRODUCED,
+        )
     parts = []
-    for _, e in effects.iterrows():
-        back = f"back to 95% after {e['recovery_s']:.1f} s" if e["recovery_s"] == e[
-            "recovery_s"] and e["recovery_s"] is not None else "never back to 95%"  # fmt: skip
-        came = (f"its first step at {e['rejoined_s']:.1f} s" if e["rejoined_s"] == e["rejoined_s"]
-                else "the run ended before it took part")  # fmt: skip
+    for (_, e), run in zip(effects.iterrows(), runs, strict=True):
+        window = (
+            f"a 2-s window back at 95% after {e['recovery_s']:.1f} s"
+            if e["recovery_s"] == e["recovery_s"] and e["recovery_s"] is not None
+            else "no 2-s window back at 95%"
+        )
+        if e["rejoined_s"] != e["rejoined_s"]:
+            came = "the run ended before it took part"
+        else:
+            came = f"its first step at {e['rejoined_s']:.1f} s"
+        if e["recovered"] == e["recovered"]:
+            then = f"{_pct(e['recovered'], e['recovered_ci'])} of the rate before → {run.value}"
+        else:
+            then = "too little of the run left to measure the rate after"
         parts.append(
-            f"{e['mode']}: {e['rate_before']:.1f} steps/s before, dip {e['dip']:.0%}, {back}, "
-            f"{e['steps_lost']:.0f} steps lost; replacement up at {e['replaced_s']:.1f} s, {came}"
+            f"{e['mode']}: {e['rate_before']:.1f} steps/s before, dip {e['dip']:.0%}; "
+            f"replacement up at {e['replaced_s']:.1f} s, {came}; with it: {then} "
+            f"({window}, {e['steps_lost']:.0f} steps lost)"
         )
     first = effects.iloc[0]
+    measured = first["recovered"] == first["recovered"]
+    ci = first["recovered_ci"]
     return Verdict(
         paper=PAPER,
         figure="worker revocation",
         claim="asynchronous PS training survives a worker's revocation and recovers its speed",
         status=status,
-        lab_value=float(first["recovery_s"]) if recovered.iloc[0] else None,
-        unit=f"s to 95% of the rate before ({first['mode']} replacement)",
+        lab_value=100 * float(first["recovered"]) if measured else None,
+        lab_ci=100 * float(ci) if measured and ci == ci else None,
+        unit=f"% of the rate before, with the replacement ({first['mode']} replacement)",
         scale=scale,
         hardware=HARDWARE,
         why="; ".join(parts) + ".",
         runs=tuple(effects["run_dir"]),
     )
+
+
+def _pct(value: float, ci: float) -> str:
+    return f"{value:.0%}" + ("" if ci != ci else f" ± {ci:.0%}")
 
 
 # -- a revoked chief, restarted from its checkpoint -----------------------------------------

@@ -98,3 +98,29 @@ def test_chief_verdict_fits_the_redone_steps_not_the_restart_spread() -> None:
     v = rreport.chief_verdict(lab)
     assert v.status is Status.REPRODUCED and "restart 11.3–13.4 s" in v.why
     assert "R² is 1.00" in v.precision_sentence()
+
+
+def _worker_effects(recovered: list[float], ci: list[float]) -> pd.DataFrame:
+    n = len(recovered)
+    return pd.DataFrame({"mode": ["cold", "warm"][:n], "rate_before": [70.0] * n,
+                         "lowest": [45.0] * n, "dip": [0.36] * n, "recovery_s": [4.0] * n,
+                         "steps_lost": [120.0] * n, "recovered": recovered,
+                         "recovered_ci": ci, "replaced_s": [1.1] * n,
+                         "rejoined_s": [2.0] * n, "run_dir": ["a", "b"][:n]})  # fmt: skip
+
+
+def test_worker_verdict_judges_each_runs_interval_against_95_percent() -> None:
+    """A run is judged on its whole interval: one 2-s window reaching 95% proves nothing."""
+    assert rreport.worker_verdict(_worker_effects([1.0, 0.99], [0.03, 0.04])).status is (
+        Status.REPRODUCED
+    )
+    straddles = rreport.worker_verdict(_worker_effects([1.0, 0.96], [0.03, 0.05]))
+    assert straddles.status is Status.NOT_RESOLVED and "96% ± 5%" in straddles.why
+    below = rreport.worker_verdict(_worker_effects([0.97, 0.87], [0.08, 0.05]))
+    assert below.status is Status.NOT_REPRODUCED
+    assert below.lab_value == pytest.approx(97) and below.lab_ci == pytest.approx(8)
+    stalled = _worker_effects([1.0, 1.0], [0.01, 0.01]).assign(lowest=[0.0, 45.0])
+    assert rreport.worker_verdict(stalled).status is Status.NOT_REPRODUCED
+    never = _worker_effects([float("nan")], [float("nan")]).assign(rejoined_s=[float("nan")])
+    v = rreport.worker_verdict(never)
+    assert v.status is Status.NOT_RESOLVED and "ended before it took part" in v.why
