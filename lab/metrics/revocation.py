@@ -103,8 +103,9 @@ def recovered_fraction(
     from lab.metrics.stats import mean_ci, ratio
 
     ends = np.sort(steps["ended_at"].to_numpy(dtype=float) - revoked_at)
-    by_rank = steps.groupby("rank")["ended_at"].max() if "rank" in steps else steps["ended_at"]
-    stop = float(by_rank.min()) - revoked_at if "rank" in steps else float(ends[-1])
+    stop = float(ends[-1])
+    if "rank" in steps:
+        stop = float(steps.groupby("rank")["ended_at"].max().min()) - revoked_at
 
     def rates(start: float, end: float) -> list[float]:
         edges = start + bin_s * np.arange(max(int((end - start) // bin_s), 0) + 1)
