@@ -44,7 +44,8 @@ def worker_effects(summary: Any) -> Any:
         e = rev.effect(steps, ev["revoked"])
         ranks = next(x["ranks"] for x in read_events(r["run_dir"]) if x["event"] == "revoked")
         back = steps[steps["rank"].isin(ranks) & (steps["ended_at"] > ev.get("replaced", 0))]
-        fraction = _recovered(steps, ev["revoked"], back)
+        rejoined = float(back["ended_at"].min()) if not back.empty else float("nan")
+        fraction = _recovered(steps, ev["revoked"], rejoined)
         rows.append(
             {
                 "mode": r["mode"],
@@ -56,24 +57,22 @@ def worker_effects(summary: Any) -> Any:
                 "recovered": fraction.mean,
                 "recovered_ci": fraction.ci,
                 "replaced_s": ev.get("replaced", float("nan")) - ev["revoked"],
-                "rejoined_s": float(back["ended_at"].min()) - ev["revoked"]
-                if not back.empty
-                else float("nan"),
+                "rejoined_s": rejoined - ev["revoked"],
                 "run_dir": r["run_dir"],
             }
         )
     return pd.DataFrame(rows)
 
 
-def _recovered(steps: Any, revoked: float, back: Any) -> Any:
-    """rev.recovered_fraction once the replacement took part; NaN when it never did, or
-    the run left too little time after it to measure."""
+def _recovered(steps: Any, revoked: float, rejoined: float) -> Any:
+    """rev.recovered_fraction once the replacement took part (its first step ended at
+    ``rejoined``); NaN when it never did, or the run left too little time after it."""
     from lab.metrics.stats import Estimate
 
-    if back.empty:
+    if rejoined != rejoined:
         return Estimate(float("nan"))
     try:
-        return rev.recovered_fraction(steps, revoked, float(back["ended_at"].min()))
+        return rev.recovered_fraction(steps, revoked, rejoined)
     except NothingMeasured:
         return Estimate(float("nan"))
 
