@@ -23,6 +23,7 @@ import pandas as pd
 from lab.metrics import stats
 from lab.metrics.layout import MANIFEST_NAME, read_manifest, results_root, runs_dir
 from lab.metrics.parsers import SCHEMA, parse_line
+from lab.metrics.shares import flag_before_shares
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +152,9 @@ def load_run(run_dir: str | os.PathLike[str], use_cache: bool = True) -> pd.Data
 
     Columns: the record schema (kind, rank, step, samples, seconds, throughput, name,
     value, source), any extra record fields, ``log`` and ``line`` (where it was printed),
-    ``run_id``, ``experiment`` and the manifest's parameters (flattened). A record's own
+    ``run_id``, ``experiment`` and the manifest's parameters (flattened). On emulated hosts
+    that started at full speed, steps that ran before the CPU shares applied are flagged
+    ``before_shares`` and count as warm-up (lab.metrics.shares). A record's own
     ``rank`` wins; otherwise the rank comes from the log's name (``rank-<r>.log``), and
     lines in ``launcher.log`` keep the rank their launcher tag gives, if any. The table is
     cached as ``records.parquet`` in the run directory.
@@ -160,12 +163,14 @@ def load_run(run_dir: str | os.PathLike[str], use_cache: bool = True) -> pd.Data
     if not run_dir.is_dir():
         raise FileNotFoundError(f"no run directory at {run_dir}")
     cache = run_dir / CACHE_NAME
+    manifest = read_manifest(run_dir)
     if use_cache and _cache_is_fresh(run_dir, cache):
         try:
-            return pd.read_parquet(cache)
+            # Flagged again on reading: caches written before the flag existed lack it.
+            return flag_before_shares(pd.read_parquet(cache), manifest)
         except (OSError, ValueError) as exc:
             log.warning("rebuilding unreadable cache %s: %s", cache, exc)
-    df = _parse_run(run_dir, read_manifest(run_dir))
+    df = flag_before_shares(_parse_run(run_dir, manifest), manifest)
     if use_cache:
         tmp = cache.with_name(f".{CACHE_NAME}.{os.getpid()}.tmp")
         try:

@@ -52,6 +52,9 @@ def test_shares_apply_at_the_first_record(tmp_path: Path) -> None:
     assert after and after[-1] > 3
     shares = manifest["cpu_shares"]
     assert shares["why"] == "first step" and 1.0 <= shares["after_s"] < 30
+    # the wall clock steps are read against (lab.metrics.shares): after the run began
+    started = manifest["started"]["epoch"]
+    assert started + shares["after_s"] - 1 <= shares["epoch"] <= started + shares["after_s"] + 1
 
 
 @needs_root

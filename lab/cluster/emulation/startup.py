@@ -52,6 +52,7 @@ class StartupShares:
         self._lock = threading.Lock()
         self._started = 0.0
         self._applied: tuple[float, str] | None = None
+        self._epoch: float | None = None  # wall clock once every share is in force
         self._timer: threading.Timer | None = None
 
     def on_start(self, run_dir: str, ranks: Sequence[int], control: Any) -> None:
@@ -84,9 +85,11 @@ class StartupShares:
                     self._driver.set_quota(group, cpu)
                 except OSError as e:  # the run may be tearing the cluster down
                     log.warning("could not set %s's share: %s", group.name, e)
+            self._epoch = time.time()
 
     def summary(self) -> dict[str, Any]:
-        """For the manifest: when the shares applied, and why."""
+        """For the manifest: when the shares applied (seconds into the run, and the epoch that
+        lab.metrics.shares reads steps against), and why."""
         after, why = self._applied or (None, "never")
         return {"startup": "full", "after_s": None if after is None else round(after, 3),
-                "why": why}  # fmt: skip
+                "epoch": self._epoch, "why": why}  # fmt: skip
