@@ -8,7 +8,7 @@ once with the fair defaults; for each rank the CPU its host's cgroup used while 
 took its timed steps (``hosts.jsonl``) is set beside the samples it trained in them:
 *samples per CPU-second* says how much of the quota went into compute, throughput what
 the job got out of it. The claim is distlab's own. The settings run in interleaved rounds
-(default, fair; then fair, default; ...), two at smoke scale: too few for an interval, so
+(default, fair; then fair, default; ...), three at smoke scale: too few for an interval, so
 the rule calls a difference only when it is larger than ``MARGIN``, the ranks' ranges do
 not overlap, and every round agrees, because repeated runs of one Horovod-MPI point on
 this machine have differed by more than that:
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,8 @@ from lab.errors import NothingMeasured
 from lab.experiments.evidence import where
 from lab.experiments.verdicts import Status, Verdict
 
+log = logging.getLogger(__name__)
+
 PAPER = "distlab"
 FIGURE = "Emulated cluster"
 SETTINGS = ("default", "fair")
@@ -42,7 +45,7 @@ EXPERIMENT = "emulation-fair"
 MARGIN = 0.25
 DEFAULTS: dict[str, dict[str, Any]] = {
     "smoke": {"model": "small_cnn", "batch_size": 32, "workers": 2, "steps": 12, "warmup": 2,
-              "rounds": 2},
+              "rounds": 3},
     "paper": {"model": "small_cnn", "batch_size": 32, "workers": 4, "steps": 60, "warmup": 5,
               "rounds": 3},
 }  # fmt: skip
@@ -59,7 +62,9 @@ def with_setting(base: Any, setting: str) -> Any:
 
 def measure(base: Any, scale: str, p: Mapping[str, Any], **run: Any) -> pd.DataFrame:
     """Runs the point once per setting in each of ``p["rounds"]`` rounds, alternating which
-    setting goes first; one row per rank and round (see ``rank_rows``)."""
+    setting goes first; one row per rank and round (see ``rank_rows``). A run that failed,
+    or whose every step ran before the hosts' shares applied (lab.metrics.shares), is left
+    out and shows as missing in the table and the verdict."""
     from lab.experiments.points import run_point
 
     point = {
@@ -75,8 +80,13 @@ def measure(base: Any, scale: str, p: Mapping[str, Any], **run: Any) -> pd.DataF
         for setting in SETTINGS if r % 2 == 0 else SETTINGS[::-1]:
             result = run_point(point, EXPERIMENT, scale, with_setting(base, setting), **run)
             if not result.ok:
-                continue  # a failed setting shows as missing in the table and the verdict
-            frames.append(rank_rows(result.run_dir).assign(setting=setting, round=r))
+                continue
+            try:
+                rows = rank_rows(result.run_dir)
+            except NothingMeasured as e:
+                log.warning("%s round %d, %s settings: %s", FIGURE, r, setting, e)
+                continue
+            frames.append(rows.assign(setting=setting, round=r))
     if not frames:
         raise NothingMeasured(f"{FIGURE}: neither setting ran")
     return pd.concat(frames, ignore_index=True)
