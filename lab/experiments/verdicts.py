@@ -114,3 +114,12 @@ def save_verdict(verdict: Verdict, directory: str | Path) -> Path:
     path = out / f"{slug(verdict.figure)}.json"
     path.write_text(json.dumps(verdict.to_dict(), indent=2) + "\n")
     return path
+
+
+def percent(value: float, ci: float | None = None, decimals: int = 0) -> str:
+    """A share as verdict sentences print it, with its ± interval where there is one
+    (``None`` or NaN: none), e.g. ``percent(0.873, 0.05)`` → ``'87% ± 5%'``."""
+    text = f"{value:.{decimals}%}"
+    if ci is None or math.isnan(ci):
+        return text
+    return f"{text} ± {ci:.{decimals}%}"

@@ -9,7 +9,7 @@ from lab.errors import NothingMeasured
 from lab.experiments.cmdare import data
 from lab.experiments.cmdare.published import PAPER, PUBLISHED
 from lab.experiments.cmdare.revocation import SCALES, records, revoked_at, steps_of
-from lab.experiments.verdicts import Status, Verdict
+from lab.experiments.verdicts import Status, Verdict, percent
 from lab.metrics import revocation as rev
 from lab.metrics.speed_model import ModelSpec, fit
 
@@ -142,7 +142,7 @@ def worker_verdict(effects: Any, scale: str = "smoke") -> Verdict:
         else:
             came = f"its first step at {e['rejoined_s']:.1f} s"
         if e["recovered"] == e["recovered"]:
-            then = f"{_pct(e['recovered'], e['recovered_ci'])} of the rate before → {run.value}"
+            then = f"{percent(e['recovered'], e['recovered_ci'])} of the rate before → {run.value}"
         else:
             then = "too little of the run left to measure the rate after"
         parts.append(
@@ -166,10 +166,6 @@ def worker_verdict(effects: Any, scale: str = "smoke") -> Verdict:
         why="; ".join(parts) + ".",
         runs=tuple(effects["run_dir"]),
     )
-
-
-def _pct(value: float, ci: float) -> str:
-    return f"{value:.0%}" + ("" if ci != ci else f" ± {ci:.0%}")
 
 
 # -- a revoked chief, restarted from its checkpoint -----------------------------------------

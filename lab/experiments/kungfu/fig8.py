@@ -34,7 +34,7 @@ import pandas as pd
 from lab.errors import NothingMeasured, ParameterError
 from lab.experiments.evidence import where
 from lab.experiments.kungfu.published import KUNGFU_OSDI20
-from lab.experiments.verdicts import Status, Verdict
+from lab.experiments.verdicts import Status, Verdict, percent
 
 if TYPE_CHECKING:
     from lab.metrics.protocol import Compared, Target
@@ -193,13 +193,12 @@ def finding(r: Any) -> str:
         return f"not measured ({r.repeats} repeats)"
     spent = max(float(r.budget_s), float(r.seconds))
     how = f"{r.repeats} repeats, {r.seconds / 60:.1f} min"
+    overhead = percent(r.overhead, r.overhead_ci, decimals=1)
     if r.resolved:
-        said = f"{_pct(r.overhead, r.overhead_ci)} ({how}), resolved"
+        said = f"{overhead} ({how}), resolved"
     else:
         within = f"{spent / 60:.0f} minutes" if spent >= 90 else f"{spent:.0f} s"
-        said = (
-            f"{_pct(r.overhead, r.overhead_ci)} ({how}), not resolved at this scale within {within}"
-        )
+        said = f"{overhead} ({how}), not resolved at this scale within {within}"
     if r.published is None or math.isnan(r.published):
         return said
     if math.isnan(r.overhead_ci):
@@ -298,8 +297,4 @@ def verdict(
 def _said(r: Any) -> str:
     if "finding" in r._fields and isinstance(r.finding, str):
         return r.finding
-    return f"{_pct(r.overhead, r.overhead_ci)} vs {r.published:.1%} published"
-
-
-def _pct(v: float, ci: float) -> str:
-    return f"{v:.1%}" + ("" if math.isnan(ci) else f" ± {ci:.1%}")
+    return f"{percent(r.overhead, r.overhead_ci, decimals=1)} vs {r.published:.1%} published"

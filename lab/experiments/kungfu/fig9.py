@@ -23,7 +23,7 @@ import pandas as pd
 from lab.errors import NothingMeasured
 from lab.experiments.evidence import best_ratio, ratio_status, succeeded, where
 from lab.experiments.kungfu.published import KUNGFU_OSDI20
-from lab.experiments.verdicts import Status, Verdict
+from lab.experiments.verdicts import Status, Verdict, percent
 
 if TYPE_CHECKING:
     from lab.metrics.protocol import Compared, Target
@@ -286,13 +286,9 @@ def efficiency_words(table: pd.DataFrame) -> str:
     if top.empty:
         return "no system point has an ideal to compare with"
     parts = [
-        f"{r.label} · {r.model} {_pct(r.efficiency, r.efficiency_ci)}" for r in top.itertuples()
+        f"{r.label} · {r.model} {percent(r.efficiency, r.efficiency_ci)}" for r in top.itertuples()
     ]
     return f"at {int(top['workers'].iloc[0])} workers, of the ideal: " + ", ".join(parts)
-
-
-def _pct(v: float, ci: float) -> str:
-    return f"{v:.0%}" + (f" ± {ci:.0%}" if pd.notna(ci) else "")
 
 
 def kungfu_vs_horovod(table: pd.DataFrame) -> tuple[Any, str] | None:
