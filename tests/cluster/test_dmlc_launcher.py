@@ -167,6 +167,8 @@ def test_emulated_hosts_each_get_a_worker_and_a_server(probe, tmp_path: Path) ->
     for p in manifest["processes"]:  # ps-lite announces the host's shaped address
         assert p["env"]["DMLC_NODE_HOST"] == addresses[p["host"]]
         assert p["env"]["DMLC_PS_ROOT_URI"] == addresses["h1"]
+    # the workers' warm-up step records give the hosts their shares before the timed steps
+    assert manifest["cpu_shares"]["why"] == "first step"
     probe.assert_nothing_left(result.run_dir)
     tag = manifest["cluster"]["hosts"][0]["namespace"].split("-")[1]
     assert [n for n in netns.list_netns() if tag in n] == []

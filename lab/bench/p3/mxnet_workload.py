@@ -9,9 +9,11 @@ the parameter's position from the input, P3's order) on ``dist_sync``, the serve
 applying SGD. ``MXNET_KVSTORE_BIGARRAY_BOUND`` (stock MXNet: 1,000,000) decides which
 tensors are split over the servers.
 
-A worker prints an ``@lab header`` and ``summary``, and one line of MXNet's own
-``mx.callback.Speedometer`` per timed step (``Epoch[0] Batch [k-1-k]\\tSpeed: X
-samples/sec\\tloss=Y``), which ``lab.metrics.parsers`` reads as that worker's step
+A worker prints an ``@lab header`` and ``summary``, an ``@lab step`` record per warm-up
+step (on emulated hosts the first one is what gives the hosts their CPU shares,
+lab.cluster.emulation.startup; without it the whole run went at full speed), and one line
+of MXNet's own ``mx.callback.Speedometer`` per timed step (``Epoch[0] Batch [k-1-k]\\tSpeed:
+X samples/sec\\tloss=Y``), which ``lab.metrics.parsers`` reads as that worker's step
 throughput. Runs under the MXNet venv (numpy < 1.24): no pandas, torch or lab.metrics
 beyond ``records``.
 """
@@ -121,6 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     metric = mx.metric.Loss("loss")
     speedometer = mx.callback.Speedometer(cfg.batch_size, frequent=1)
     started, losses = time.perf_counter(), []
+    last = started
     for step in range(cfg.warmup_steps + cfg.steps):
         with autograd.record():
             loss = loss_fn(net(images), labels)
@@ -130,6 +133,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             kv.pull(i, out=p.data(), priority=-i)
         metric.update(None, [loss])  # reads the loss: this step's forward has finished
         losses.append(metric.get()[1])
+        if step < cfg.warmup_steps:  # lets an emulated host's share apply before timing
+            now = time.perf_counter()
+            emit("step", rank=rank, step=step, samples=cfg.batch_size,
+                 seconds=round(now - last, 6), warmup=True)  # fmt: skip
+            last = now
         # Each timed interval runs from one step's loss to the next's: the previous step's
         # backward and push/pull, then this step's forward, which waits layer by layer for
         # its pulls. (No waitall at the warmup's end: the first interval would then hold
