@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from lab.cluster.emulation.cgroups import MIN_CPU
 from lab.cluster.emulation.fair import check_fair
 from lab.cluster.emulation.startup import check_startup
 from lab.errors import ParameterError
@@ -73,8 +74,8 @@ def parse_cpu(value: Any, what: str = "cpu") -> float | None:
         cpu = float(value)
     except (TypeError, ValueError):
         raise ParameterError(what, value, "cores as a number > 0, e.g. 0.4") from None
-    if cpu <= 0:
-        raise ParameterError(what, value, "cores as a number > 0, e.g. 0.4")
+    if cpu < MIN_CPU:  # below it the kernel cannot cap a host that low
+        raise ParameterError(what, value, f"cores as a number >= {MIN_CPU:g}, e.g. 0.4")
     return cpu
 
 
