@@ -58,8 +58,8 @@ def windows(seconds: Sequence[float], window_s: float = WINDOW_S) -> list[float]
 def windowed_median(segments: Sequence[Sequence[float]], window_s: float = WINDOW_S) -> float:
     """The median over windows (``windows`` of each segment of consecutive steps) of the
     windows' mean step time. A window's mean, not one step's time, because a CPU quota
-    throttles within 100 ms periods; the median of windows, because other work on a shared
-    machine comes in bursts."""
+    throttles within its periods (lab.cluster.emulation.cgroups.PERIOD_US); the median of
+    windows, because other work on a shared machine comes in bursts."""
     import statistics
 
     means = [m for seg in segments for m in windows(seg, window_s)]

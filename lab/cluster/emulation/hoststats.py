@@ -2,9 +2,10 @@
 machine's load from everything outside the hosts, sampled while the run goes.
 
 A host with 0.4 of a core that wants more is *throttled*: the kernel stops it for the
-rest of each 100 ms period once its quota is spent. How often that happened, and how busy
-the machine was with other work, says whether a slow run was slow because of the system
-under test or because of its surroundings. Every ``interval`` seconds one line per host
+rest of each quota period (lab.cluster.emulation.cgroups.PERIOD_US) once its quota is
+spent. How often that happened, and how busy the machine was with other work, says
+whether a slow run was slow because of the system under test or because of its
+surroundings. Every ``interval`` seconds one line per host
 and one for the machine go to ``hosts.jsonl`` in the run directory (figures since the
 run started; ``t`` seconds since then, ``time`` the epoch, as in step records, so CPU
 can be matched to steps); when the run ends the totals go into manifest.json as

@@ -78,7 +78,7 @@ class WorkloadStandIn:
 
 # Smoke: three CPU shares for the three GPU types, and three input sizes of the lab's tiny
 # CNN for the paper's eight workloads (lighter and heavier per-step compute; every step
-# long enough, tens of ms, that a window of 0.3 s averages over the quota's 100 ms periods).
+# long enough, tens of ms, that a window of 0.3 s averages over the quota's periods).
 # The three run side by side, so together they leave room on a 2-core machine for the
 # launcher and other work: a quota of a whole core is not had on a busy machine, and its
 # device then measures no faster than the next (seen with 1.0/0.6/0.35 cores).
