@@ -57,8 +57,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "models": ["small_cnn"],
         "workers": 2,
         "batch_size": 32,
-        # a run costs 20-50 s here (the more, the busier the machine), mostly start-up:
-        # the budget holds one round, overheads without an interval (90 s buys a second)
+        # a run costs about 6 s here: the budget holds four rounds, and the rounds' overheads
+        # spread widely (21%, 7%, -2%, 13% in one make run: 9.9% ± 14%)
         "settings": [BASELINE, "variance interval 1"],
         "target_rel_ci": 0.05,  # ±5 points of overhead
         "budget_s": 60.0,
