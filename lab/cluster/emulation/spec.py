@@ -70,12 +70,13 @@ def parse_time(value: Any, what: str = "latency") -> float:
 def parse_cpu(value: Any, what: str = "cpu") -> float | None:
     if value is None:
         return None
+    expected = f"cores as a number >= {MIN_CPU:g}, e.g. 0.4"  # the kernel caps no lower
     try:
         cpu = float(value)
     except (TypeError, ValueError):
-        raise ParameterError(what, value, "cores as a number > 0, e.g. 0.4") from None
-    if cpu < MIN_CPU:  # below it the kernel cannot cap a host that low
-        raise ParameterError(what, value, f"cores as a number >= {MIN_CPU:g}, e.g. 0.4")
+        raise ParameterError(what, value, expected) from None
+    if cpu < MIN_CPU:
+        raise ParameterError(what, value, expected)
     return cpu
 
 
