@@ -23,11 +23,12 @@ from typing import Any
 from lab.errors import NothingMeasured, ParameterError
 
 SCALES: dict[str, dict[str, Any]] = {
-    # smoke: the surviving worker has ~250 steps left after a revocation (~11 s alone; a
-    # cold replacement, started at full speed, ran its first step 6.5 s after); a chief
-    # revoked 275 steps after its checkpoint at 300 has ~80 to go once back where it was
-    "smoke": {"model": "tiny_cnn", "batch_size": 32, "steps": 340, "worker_steps": 550,
-              "cpu": 0.4, "checkpoint_every": 300, "revoke_at": 300, "delay": 1.0,
+    # smoke: a worker is revoked ~10 s into the run (the rate before is taken over the last
+    # rev.BEFORE s of them) and the survivor has ~425 steps left (~18 s; a cold replacement,
+    # started at full speed, ran its first step ~7 s after, so ~9 s of "after" remain); a
+    # chief revoked 275 steps after its checkpoint at 300 has ~80 to go once back there
+    "smoke": {"model": "tiny_cnn", "batch_size": 32, "steps": 340, "worker_steps": 650,
+              "cpu": 0.4, "checkpoint_every": 300, "revoke_at": 450, "delay": 1.0,
               "timeout": 240, "checkpoint_steps": 4},
     "paper": {"model": "cifar_resnet32", "batch_size": 128, "steps": 4000, "worker_steps": 4000,
               "cpu": 1.0, "checkpoint_every": 2000, "revoke_at": 2000, "delay": 30.0,
