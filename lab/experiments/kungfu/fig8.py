@@ -65,6 +65,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "settings": [BASELINE, "variance interval 1"],
         "target_rel_ci": 0.05,  # ±5 points of overhead
         "budget_s": 120.0,
+        # rounds before the interval may stop the protocol: with rounds ~10 points apart,
+        # three can agree by chance (one make run stopped at 3 rounds on 5.8% ± 3.6%)
+        "min_repeats": 5,
     },
     "paper": {  # the artifact: 4 × K80, ResNet50, batch 8 per GPU; KungFu's monitors first
         "systems": ["kungfu-monitor", "horovod-gloo", "kungfu-artifact-monitoring"],
@@ -74,6 +77,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "settings": list(SETTINGS),
         "target_rel_ci": 0.02,
         "budget_s": 1800.0,
+        "min_repeats": 5,
     },
 }
 
@@ -123,10 +127,15 @@ def protocol_points(
 
 
 def target(p: Mapping[str, Any]) -> Target:
-    """The stopping rule from a scale's ``target_rel_ci`` and ``budget_s``."""
+    """The stopping rule from a scale's ``target_rel_ci``, ``budget_s`` and
+    ``min_repeats``."""
     from lab.metrics.protocol import Target
 
-    return Target(rel_ci=float(p["target_rel_ci"]), budget_s=float(p["budget_s"]))
+    return Target(
+        rel_ci=float(p["target_rel_ci"]),
+        budget_s=float(p["budget_s"]),
+        min_repeats=int(p.get("min_repeats", Target.min_repeats)),
+    )
 
 
 def runner(scale: str, cluster: Any, trace: Any = None) -> Callable[[Mapping[str, Any]], Any]:
