@@ -60,8 +60,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         # a run costs 6-9 s here (5-6 of them start-up), a round two runs. Runs differ by
         # ~10% from one another whatever they monitor (step times within a run are
         # correlated; one thread per rank did not change that), so rounds' overheads spread
-        # by ~9 points: 60 s held 3-4 rounds and ± 14-21 points, which holds 0 and the
-        # published 20% alike; 120 s holds 7-8 rounds, about ± 8 points
+        # by 9-15 points: 60 s held 3-4 rounds and ± 14-28 points, which holds 0 and the
+        # published 20% alike; 120 s holds 7-8 rounds (measured: ± 6 and ± 15 points)
         "settings": [BASELINE, "variance interval 1"],
         "target_rel_ci": 0.05,  # ±5 points of overhead
         "budget_s": 120.0,
