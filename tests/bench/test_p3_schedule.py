@@ -104,3 +104,19 @@ def test_argv_round_trips_the_settings() -> None:
     flags = dict(zip(argv[3::2], argv[4::2], strict=True))
     assert flags["--schedule"] == "slicing" and flags["--slice-elements"] == "50000"
     assert flags["--servers"] == "2" and "--dump" not in flags
+
+
+def test_closing_a_worker_and_a_server_ends_their_threads() -> None:
+    """A thread still alive at interpreter exit is stopped inside torch and aborted the
+    process after its last record: close() drains the queues and waits for the threads."""
+    from lab.bench.p3.ps import Server, Trace, Worker
+
+    sent: list[tuple] = []
+    worker = Worker(0, [], [], False, False, lambda *m: sent.append(m), Trace([]))
+    server = Server(0, [], {}, 1, 0.1, False, False, lambda *m: sent.append(m), Trace([]))
+    worker.queue.put((0, 0, 0, 0, None))  # one message still queued when close() is called
+    worker.close()
+    server.close()
+    threads = [worker.sender.thread, server.thread, server.sender.thread]
+    assert not any(t.is_alive() for t in threads)
+    assert sent == [(0, 0, 0, 0, None)]  # drained, not dropped

@@ -19,6 +19,12 @@ from typing import Any
 from lab.bench.p3.schedule import Key, SendQueue
 from lab.bench.p3.transport import ACK, PULL, PUSH, VALUE
 
+# seconds to wait for a closed queue's thread to end. The threads are daemons: one still
+# alive at interpreter exit is stopped where it stands, and inside torch that aborted the
+# process after its last record ("terminate called without an active exception", 1 exit
+# in 25 of a one-host run), so the process waits for them before it exits
+JOIN_S = 10.0
+
 Send = Callable[[int, int, int, int, Any], None]  # (dst, kind, key, step, payload)
 
 
@@ -70,6 +76,10 @@ class Sender:
                     self.trace.slice(step, key, "pull_sent")
         except BaseException as e:
             self.error = e
+
+    def join(self) -> None:
+        """Wait for the thread to drain its closed queue and end."""
+        self.thread.join(timeout=JOIN_S)
 
 
 class Server:
@@ -130,8 +140,11 @@ class Server:
             self.error = e
 
     def close(self) -> None:
+        """End both threads once their queues are drained (see JOIN_S)."""
         self.inbox.close()
+        self.thread.join(timeout=JOIN_S)
         self.outbox.close()
+        self.sender.join()
 
 
 class Worker:
@@ -201,4 +214,6 @@ class Worker:
             self.wait_layer(layer, step, check)
 
     def close(self) -> None:
+        """End the sending thread once its queue is drained (see JOIN_S)."""
         self.queue.close()
+        self.sender.join()
