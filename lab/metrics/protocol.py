@@ -17,6 +17,7 @@ import math
 import time
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from lab.errors import ParameterError
 from lab.metrics.stats import Estimate, mean_ci, paired_ratio
@@ -101,6 +102,16 @@ class Target:
         top = self.max_repeats
         if top is not None and not (isinstance(top, int) and top >= self.min_repeats):
             raise ParameterError("max_repeats", self.max_repeats, "None or >= min_repeats")
+
+    @classmethod
+    def of_scale(cls, p: Mapping[str, Any]) -> Target:
+        """The stopping rule from a notebook's scale parameters: ``target_rel_ci``,
+        ``budget_s`` and, where the scale sets it, ``min_repeats``."""
+        return cls(
+            rel_ci=float(p["target_rel_ci"]),
+            budget_s=float(p["budget_s"]),
+            min_repeats=int(p.get("min_repeats", cls.min_repeats)),
+        )
 
 
 @dataclass(frozen=True)

@@ -89,10 +89,10 @@ def protocol_points(
 
 
 def target(p: Mapping[str, Any]) -> Any:
-    """The stopping rule from a scale's ``target_rel_ci`` and ``budget_s``."""
+    """The stopping rule from the scale's parameters (``Target.of_scale``)."""
     from lab.metrics.protocol import Target
 
-    return Target(rel_ci=float(p["target_rel_ci"]), budget_s=float(p["budget_s"]))
+    return Target.of_scale(p)
 
 
 def protocol_summary(measured: pd.DataFrame) -> pd.DataFrame:

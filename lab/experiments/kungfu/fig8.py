@@ -127,15 +127,10 @@ def protocol_points(
 
 
 def target(p: Mapping[str, Any]) -> Target:
-    """The stopping rule from a scale's ``target_rel_ci``, ``budget_s`` and
-    ``min_repeats``."""
+    """The stopping rule from the scale's parameters (``Target.of_scale``)."""
     from lab.metrics.protocol import Target
 
-    return Target(
-        rel_ci=float(p["target_rel_ci"]),
-        budget_s=float(p["budget_s"]),
-        min_repeats=int(p.get("min_repeats", Target.min_repeats)),
-    )
+    return Target.of_scale(p)
 
 
 def runner(scale: str, cluster: Any, trace: Any = None) -> Callable[[Mapping[str, Any]], Any]:

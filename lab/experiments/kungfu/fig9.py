@@ -111,10 +111,10 @@ def _name(kind: str, a: Key, b: Key | None = None) -> str:
 
 
 def target(p: Mapping[str, Any]) -> Target:
-    """The stopping rule from a scale's ``target_rel_ci`` and ``budget_s``."""
+    """The stopping rule from the scale's parameters (``Target.of_scale``)."""
     from lab.metrics.protocol import Target
 
-    return Target(rel_ci=float(p["target_rel_ci"]), budget_s=float(p["budget_s"]))
+    return Target.of_scale(p)
 
 
 def protocol_ideal_table(table: pd.DataFrame) -> pd.DataFrame:
