@@ -87,6 +87,19 @@ def cluster_name(cluster: Any) -> str:
     return text[:-5].rsplit("/", 1)[-1] if text.endswith(".yaml") else text
 
 
+def pins_cpus(point: Mapping[str, Any], cluster: Any) -> bool:
+    """Whether the point's ranks each get their own cores (lab.cluster.affinity): the
+    point's ``pin_cpus`` if it says, else yes for several ranks on this machine alone (the
+    ``local`` cluster), where unbound ranks on shared cores made runs of one point differ
+    by up to 40%; emulated hosts share cores by their cgroups' quotas instead."""
+    if point.get("pin_cpus") is not None:
+        return bool(point["pin_cpus"])
+    from lab.cluster.inventory import load_profile
+
+    c = load_profile(cluster) if isinstance(cluster, str) else cluster
+    return bool(c.is_local and len(c.hosts) == 1 and int(point.get("workers", 1)) > 1)
+
+
 def run_point(
     point: Mapping[str, Any],
     experiment: str,
@@ -121,6 +134,10 @@ def run_point(
         raise ParameterError(
             "workers", full["workers"], f">= {system.min_workers} for {system.name}"
         )
+    full["pin_cpus"] = pins_cpus(full, cluster)
+    argv = workload_argv(full, python_for(cluster))
+    if full["pin_cpus"]:
+        argv = [python_for(cluster), "-m", "lab.cluster.affinity", "--", *argv]
     if out is not None and view == "auto":
         from lab.cluster.view import ShownIn
 
@@ -131,7 +148,7 @@ def run_point(
 
         view = FanOut(make_view(view) if isinstance(view, str) or view is None else view, observe)
     return launch(
-        workload_argv(full, python_for(cluster)),
+        argv,
         np=int(full["workers"]),
         launcher=system.launcher,
         cluster=cluster,
