@@ -1,4 +1,4 @@
-"""Each rank its own cores on a host running several: ``python -m lab.cluster.affinity -- prog``.
+"""Each rank its own cores on a shared host: ``python -m lab.cluster.affinity [--slots N] -- prog``.
 
 Several ranks on one multi-core host, unbound (the lab's mpirun and horovodrun say
 ``--bind-to none`` as Horovod does), share every core: each engine sizes its thread pools
@@ -9,10 +9,12 @@ and TensorFlow sizes its pools to that core (it counts the cores it may run on).
 
 This wrapper runs before the rank's program, so every thread the program starts inherits
 the pin: it finds the rank's place on its host from what its launcher set (KungFu's peer
-list, OpenMPI's, Horovod's or torchrun's local rank and size), takes its equal share of
-the cores it may run on (``cores_for``: 2 ranks on 16 cores get 8 each, as ``--map-by
-ppr`` would give; more ranks than cores share them round robin), says so on stderr and
-execs the program. Without a local rank it pins nothing.
+list, OpenMPI's, Horovod's or torchrun's local rank and size), takes its share of the
+cores it may run on (``cores_for``: the cores split into ``--slots`` equal blocks, or into
+as many as there are ranks if more; more ranks than cores share them round robin), says
+so on stderr and execs the program. A host's slots are its devices: with one slot per core
+a lone rank gets one core too, as it would get one GPU, so a scaling curve's first point
+has what every later rank has. Without a local rank it pins nothing.
 """
 
 from __future__ import annotations
@@ -58,39 +60,46 @@ def local_place(env: Mapping[str, str]) -> tuple[int, int] | None:
     return rank, max(size or 0, rank + 1)
 
 
-def cores_for(rank: int, size: int, allowed: Sequence[int]) -> list[int]:
-    """Local rank ``rank``'s equal share of the ``allowed`` cores among ``size`` ranks: a
-    contiguous block of ``len(allowed) // size``, or one core round robin when there are
-    more ranks than cores."""
+def cores_for(rank: int, size: int, allowed: Sequence[int], slots: int = 1) -> list[int]:
+    """Local rank ``rank``'s share of the ``allowed`` cores among ``size`` ranks on a host
+    of ``slots`` slots: a contiguous block of ``len(allowed) // max(size, slots)``, or one
+    core round robin when there are more ranks (or slots) than cores."""
     if not allowed:
         raise ValueError("no CPU core allowed")
     if not 0 <= rank < size:
         raise ValueError(f"local rank {rank} outside 0..{size - 1}")
     cores = sorted(allowed)
-    if size > len(cores):
+    parts = max(size, slots)
+    if parts > len(cores):
         return [cores[rank % len(cores)]]
-    share = len(cores) // size
+    share = len(cores) // parts
     return cores[rank * share : (rank + 1) * share]
 
 
-def pin(env: Mapping[str, str]) -> list[int] | None:
+def pin(env: Mapping[str, str], slots: int = 1) -> list[int] | None:
     """Pin this process to its rank's cores; those cores, or None with no local rank."""
     place = local_place(env)
     if place is None:
         return None
-    cores = cores_for(*place, sorted(os.sched_getaffinity(0)))
+    cores = cores_for(*place, sorted(os.sched_getaffinity(0)), slots)
     os.sched_setaffinity(0, cores)
     return cores
 
 
+USAGE = "usage: python -m lab.cluster.affinity [--slots N] -- PROGRAM [ARGS...]"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    slots = 1
+    if args[:1] == ["--slots"] and len(args) > 1 and args[1].isdigit():
+        slots, args = int(args[1]), args[2:]
     if args[:1] == ["--"]:
         args = args[1:]
-    if not args:
-        print("usage: python -m lab.cluster.affinity -- PROGRAM [ARGS...]", file=sys.stderr)
+    if not args or args[0].startswith("-"):
+        print(USAGE, file=sys.stderr)
         return 2
-    cores = pin(os.environ)
+    cores = pin(os.environ, slots)
     if cores is not None:
         listed = ",".join(map(str, cores))
         os.environ[PINNED_VARIABLE] = listed

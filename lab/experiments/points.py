@@ -87,17 +87,22 @@ def cluster_name(cluster: Any) -> str:
     return text[:-5].rsplit("/", 1)[-1] if text.endswith(".yaml") else text
 
 
-def pins_cpus(point: Mapping[str, Any], cluster: Any) -> bool:
-    """Whether the point's ranks each get their own cores (lab.cluster.affinity): the
-    point's ``pin_cpus`` if it says, else yes for several ranks on this machine alone (the
+def pinning(point: Mapping[str, Any], cluster: Any) -> list[str]:
+    """The ``python -m lab.cluster.affinity`` prefix that gives each rank its own cores, or
+    ``[]``: the point's ``pin_cpus`` if it says, else pinned on this machine alone (the
     ``local`` cluster), where unbound ranks on shared cores made runs of one point differ
-    by up to 40%; emulated hosts share cores by their cgroups' quotas instead."""
-    if point.get("pin_cpus") is not None:
-        return bool(point["pin_cpus"])
+    by up to 40%. The host's slots split its cores (one core a rank with a slot a core,
+    a lone rank too). Emulated hosts share cores by their cgroups' quotas instead."""
     from lab.cluster.inventory import load_profile
 
     c = load_profile(cluster) if isinstance(cluster, str) else cluster
-    return bool(c.is_local and len(c.hosts) == 1 and int(point.get("workers", 1)) > 1)
+    wanted = point.get("pin_cpus")
+    if wanted is None:
+        wanted = c.is_local and len(c.hosts) == 1
+    if not wanted:
+        return []
+    slots = max(h.slots for h in c.hosts)
+    return [python_for(c), "-m", "lab.cluster.affinity", "--slots", str(slots), "--"]
 
 
 def run_point(
@@ -134,10 +139,9 @@ def run_point(
         raise ParameterError(
             "workers", full["workers"], f">= {system.min_workers} for {system.name}"
         )
-    full["pin_cpus"] = pins_cpus(full, cluster)
-    argv = workload_argv(full, python_for(cluster))
-    if full["pin_cpus"]:
-        argv = [python_for(cluster), "-m", "lab.cluster.affinity", "--", *argv]
+    pin = pinning(full, cluster)
+    full["pin_cpus"] = bool(pin)
+    argv = [*pin, *workload_argv(full, python_for(cluster))]
     if out is not None and view == "auto":
         from lab.cluster.view import ShownIn
 

@@ -11,9 +11,9 @@ import pytest
 
 from lab.cluster import launch
 from lab.cluster.affinity import cores_for, local_place
-from lab.cluster.inventory import cluster_from_dict
+from lab.cluster.inventory import cluster_from_dict, local_cluster
 from lab.cluster.launchers.base import find_program
-from lab.experiments.points import pins_cpus
+from lab.experiments.points import pinning
 
 PRINT_CORES = "import os; print('cores', sorted(os.sched_getaffinity(0)))"
 CORES = sorted(os.sched_getaffinity(0))
@@ -42,17 +42,20 @@ def test_each_launchers_local_rank_is_read(env, place):
 
 
 @pytest.mark.parametrize(
-    ("rank", "size", "allowed", "cores"),
+    ("rank", "size", "slots", "allowed", "cores"),
     [
-        (0, 2, [0, 1], [0]),
-        (1, 2, [1, 0], [1]),
-        (1, 2, list(range(16)), list(range(8, 16))),
-        (2, 3, list(range(16)), [10, 11, 12, 13, 14]),
-        (3, 4, [0, 1], [1]),  # more ranks than cores: round robin
+        (0, 2, 1, [0, 1], [0]),
+        (1, 2, 1, [1, 0], [1]),
+        (1, 2, 1, list(range(16)), list(range(8, 16))),
+        (2, 3, 1, list(range(16)), [10, 11, 12, 13, 14]),
+        (3, 4, 1, [0, 1], [1]),  # more ranks than cores: round robin
+        (0, 1, 2, [0, 1], [0]),  # a lone rank on a host of a slot a core: one core
+        (0, 1, 1, [0, 1], [0, 1]),  # ... on a one-slot host: all of them
+        (1, 2, 4, list(range(8)), [2, 3]),
     ],
 )
-def test_each_rank_gets_an_equal_share_of_the_cores(rank, size, allowed, cores):
-    assert cores_for(rank, size, allowed) == cores
+def test_each_rank_gets_its_slots_share_of_the_cores(rank, size, slots, allowed, cores):
+    assert cores_for(rank, size, allowed, slots) == cores
 
 
 def test_a_place_outside_its_host_is_refused():
@@ -62,19 +65,24 @@ def test_a_place_outside_its_host_is_refused():
         cores_for(0, 1, [])
 
 
-def test_pinning_is_the_default_for_several_ranks_on_this_machine_alone():
+def test_pinning_is_the_default_on_this_machine_alone():
     emulated = cluster_from_dict({"name": "e", "emulated": {"hosts": 2, "cpu": 0.5}}, "e")
-    assert pins_cpus({"workers": 2}, "local")
-    assert not pins_cpus({"workers": 1}, "local")
-    assert not pins_cpus({"workers": 2, "pin_cpus": False}, "local")
-    assert not pins_cpus({"workers": 2}, emulated)
+    local = local_cluster(slots=3)
+    assert pinning({"workers": 1}, local) == [
+        sys.executable, "-m", "lab.cluster.affinity", "--slots", "3", "--"
+    ]  # fmt: skip
+    assert pinning({"workers": 2}, "local")[-3:] == ["--slots", str(os.cpu_count()), "--"]
+    assert pinning({"workers": 2, "pin_cpus": False}, local) == []
+    assert pinning({"workers": 2}, emulated) == []
 
 
-def pinned_cores(launcher: str, tmp_path: Path) -> list[str]:
-    """Two ranks started by ``launcher`` through the wrapper: what each says it may run on."""
+def pinned_cores(launcher: str, tmp_path: Path, np: int = 2) -> list[str]:
+    """``np`` ranks started by ``launcher`` through the wrapper on a host of two slots: what
+    each says it may run on."""
+    wrapper = [sys.executable, "-m", "lab.cluster.affinity", "--slots", "2", "--"]
     result = launch(
-        [sys.executable, "-m", "lab.cluster.affinity", "--", sys.executable, "-c", PRINT_CORES],
-        np=2,
+        [*wrapper, sys.executable, "-c", PRINT_CORES],
+        np=np,
         launcher=launcher,
         hosts="localhost:2",
         timeout=120,
@@ -82,7 +90,7 @@ def pinned_cores(launcher: str, tmp_path: Path) -> list[str]:
         view=None,
     )
     assert result.ok, result.reason
-    logs = [(result.run_dir / f"rank-{r}.log").read_text() for r in (0, 1)]
+    logs = [(result.run_dir / f"rank-{r}.log").read_text() for r in range(np)]
     return [next(line for line in log.splitlines() if "cores" in line) for log in logs]
 
 
@@ -95,3 +103,5 @@ def test_real_ranks_are_pinned_apart(launcher, tmp_path):
     share = len(CORES) // 2
     assert lines[0].endswith(f"cores {CORES[:share]}")
     assert lines[1].endswith(f"cores {CORES[share : 2 * share]}")
+    (alone,) = pinned_cores(launcher, tmp_path, np=1)
+    assert alone.endswith(f"cores {CORES[:share]}")

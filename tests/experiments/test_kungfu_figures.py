@@ -544,6 +544,12 @@ def test_adaptive_verdict_says_the_paper_publishes_no_number(tmp_path) -> None:
     assert "(3/3 seeds)" in v.why and "fastest fixed batch (128)" in v.why
     overlap = _finals({("adaptive", 8): [1.0, 2.0, 3.0], ("fixed", 128): [2.0, 2.1, 1.9]})
     assert adaptive.status_of(overlap)[0] is Status.NOT_RESOLVED
+    # a make run's seeds: the policies' intervals overlap, yet every seed was faster
+    paired = _finals({("adaptive", 32): [0.95, 0.79, 0.81], ("fixed", 1024): [1.26, 1.0, 1.1]})
+    status, words = adaptive.status_of(paired)
+    assert status is Status.REPRODUCED and "adaptive − fixed = -0.27 ± 0.13 s" in words
+    shuffled = _finals({("adaptive", 32): [0.95, 0.79, 0.81], ("fixed", 1024): [1.0, 1.1, 1.26]})
+    assert adaptive.status_of(shuffled)[0] is Status.NOT_RESOLVED  # seeds pair, not ranks
     slower = _finals({("adaptive", 8): [3.0, 3.1, 2.9], ("fixed", 128): [2.0, 2.1, 1.9]})
     assert adaptive.status_of(slower)[0] is Status.NOT_REPRODUCED
     missed = _finals({("adaptive", 8): [1.0, nan, 1.0], ("fixed", 128): [2.0, 2.1, 1.9]})
