@@ -414,6 +414,31 @@ def test_horovod_argv(job, as_root, argv):
     assert spec.env["PYTHONUNBUFFERED"] == "1" and spec.env["A"] == "1"
 
 
+def test_the_default_horovodrun_asks_its_build_check_once_per_build():
+    if importlib.util.find_spec("horovod") is None:
+        pytest.skip("Horovod is not built in this environment (import horovod fails)")
+    (spec,) = build(HorovodLauncher(), make_job(2))
+    runner = [sys.executable, "-m", "lab.cluster.launchers.horovodrun"]
+    assert list(spec.argv[:5]) == [*runner, "-np", "2"]
+
+
+def test_horovod_build_answers_are_cached_per_build(tmp_path):
+    from lab.cluster.launchers.horovodrun import built
+
+    asked: list[str] = []
+
+    def ask(answer: bool):
+        return lambda: asked.append("asked") or answer
+
+    path = tmp_path / "horovod-built.json"
+    assert built("gloo", ask(True), "build-1", path) is True
+    assert built("gloo", ask(False), "build-1", path) is True  # the cached answer
+    assert built("mpi", ask(False), "build-1", path) is False  # another controller: asked
+    assert built("gloo", ask(False), "build-2", path) is False  # a rebuilt Horovod: asked
+    assert len(asked) == 3
+    assert json.loads(path.read_text()) == {"key": "build-2", "gloo": False}
+
+
 def test_horovod_rejects_unknown_controller():
     with pytest.raises(ParameterError, match="gloo, mpi"):
         HorovodLauncher().build(make_job(2, controller="nccl"), allocate(local_cluster(4), 2))

@@ -16,7 +16,6 @@ from lab.cluster.launchers.base import (
     Job,
     ProcessSpec,
     base_env,
-    find_program,
     launcher_host,
     register,
 )
@@ -56,8 +55,7 @@ class HorovodElasticLauncher(HorovodLauncher):
 
     def build(self, job: Job, slots: Sequence[Slot]) -> list[ProcessSpec]:
         lo, hi = _elastic_sizes(job)
-        program = find_program(self.program) or self.program
-        argv = [program, "-np", str(job.np), "--min-np", str(lo), "--max-np", str(hi)]
+        argv = [*self.runner(), "-np", str(job.np), "--min-np", str(lo), "--max-np", str(hi)]
         argv += ["--host-discovery-script", str(job.options["discovery_script"])]
         argv += ["--gloo", "--disable-cache"]
         nic = job.options.get("nic")
