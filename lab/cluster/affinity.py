@@ -3,9 +3,10 @@
 Several ranks on one multi-core host, unbound (the lab's mpirun and horovodrun say
 ``--bind-to none`` as Horovod does), share every core: each engine sizes its thread pools
 to all of them, and the OS moves threads around as it likes. On this 2-core machine two
-KungFu ranks then ran 420-690 img/s from one run of the *same* point to the next, which
-hid a 5-20% monitoring overhead under ±15 points. Pinned, a rank's threads stay on its core
-and TensorFlow sizes its pools to that core (it counts the cores it may run on).
+KungFu ranks then ran 377-681 img/s from one run of the *same* point to the next, which
+hid a 5-20% monitoring overhead under ±15 points; pinned, 591-705. A pinned rank's threads
+stay on its core, and TensorFlow sizes its pools to that core (it counts the cores it may
+run on).
 
 This wrapper runs before the rank's program, so every thread the program starts inherits
 the pin: it finds the rank's place on its host from what its launcher set (KungFu's peer

@@ -148,3 +148,33 @@ def test_noise_scale_grows_and_the_policy_acts_on_it() -> None:
     summary = next(r for r in recs if r["kind"] == "summary" and r["rank"] == 0)
     assert summary["steps_to_target"] == len(steps) and summary["time_to_target"] > 0
     assert summary["eval_loss"] <= summary["target_loss"]
+
+
+@pytest.mark.slow
+def test_the_notebooks_runner_pins_its_ranks_and_runs_them(tmp_path, monkeypatch) -> None:
+    """Fig 4's runner on this machine: both ranks behind the affinity wrapper, each on its
+    own core, running the workload with this interpreter (the bare ``python`` the command
+    starts with is resolved by launch() only in front of it)."""
+    if not _horovod_ready():
+        pytest.skip("Horovod with TensorFlow is not installed in this environment")
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 cores to pin two ranks apart")
+    import json
+
+    from lab.experiments.kungfu import adaptive
+
+    monkeypatch.setenv("DISTLAB_RESULTS", str(tmp_path))
+    # as under make: this interpreter's bin/ is not on PATH, so a bare python is another
+    monkeypatch.setenv("PATH", os.pathsep.join(
+        d for d in os.environ["PATH"].split(os.pathsep)
+        if Path(d).resolve() != Path(sys.executable).parent.resolve()
+    ))  # fmt: skip
+    point = {"policy": "fixed", "batch": 32, "workers": 2, "steps": 5, "max_batch": 32,
+             "seeds": 1, "system": adaptive.SYSTEM}  # fmt: skip
+    result = adaptive.runner("local", timeout=180)(point)
+    assert result.ok, result.reason
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    assert manifest["params"]["pin_cpus"] is True
+    assert manifest["command"][:3] == [sys.executable, "-m", "lab.cluster.affinity"]
+    logs = [(result.run_dir / f"rank-{r}.log").read_text() for r in (0, 1)]
+    assert [("pinned to CPU" in log) for log in logs] == [True, True]

@@ -418,12 +418,12 @@ def test_the_default_horovodrun_asks_its_build_check_once_per_build():
     if importlib.util.find_spec("horovod") is None:
         pytest.skip("Horovod is not built in this environment (import horovod fails)")
     (spec,) = build(HorovodLauncher(), make_job(2))
-    runner = [sys.executable, "-m", "lab.cluster.launchers.horovodrun"]
+    runner = [sys.executable, "-m", "lab.cluster.horovod_runner"]
     assert list(spec.argv[:5]) == [*runner, "-np", "2"]
 
 
 def test_horovod_build_answers_are_cached_per_build(tmp_path):
-    from lab.cluster.launchers.horovodrun import built
+    from lab.cluster.horovod_runner import built
 
     asked: list[str] = []
 

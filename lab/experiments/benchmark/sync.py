@@ -35,6 +35,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "models": ["tiny_cnn"],
         "workers": [1, 2],
         "batch_size": 32,
+        # tiny_cnn steps take 3-8 ms here: the scale's 15 steps were 40-120 ms of
+        # measuring after ~5 s of start-up, and one round's KungFu/Horovod ratio 1.5-2.5
+        "steps": 300,
         # a round of the four points is ~31 s here (ranks pinned to cores): the budget
         # buys a third round (one starts only if it should end within the budget). Two
         # rounds gave a t interval on one degree of freedom (t = 12.7): KungFu/Horovod
@@ -68,11 +71,13 @@ TABLE_COLUMNS = [
 def points(p: Mapping[str, Any], systems: Sequence[str]) -> list[dict[str, Any]]:
     from lab.experiments.points import grid
 
+    steps = {"steps": p["steps"]} if p.get("steps") else {}  # else the scale's
     return grid(
         system=list(systems),
         model=list(p["models"]),
         workers=list(p["workers"]),
         batch_size=p["batch_size"],
+        **steps,
     )
 
 

@@ -140,8 +140,11 @@ def runner(
 
             view = FanOut(make_view("auto"), trace.for_run(f"{point['policy']} {point['batch']}"))
         pin = pinning(point, cluster)
+        command = argv(point)
+        if pin:  # launch() resolves a bare python in front only: behind the wrapper, its own
+            command = [pin[0], *command[1:]]
         return lab.launch(
-            [*pin, *argv(point)],
+            [*pin, *command],
             np=int(point["workers"]),
             launcher="horovod",
             cluster=cluster,

@@ -1,6 +1,6 @@
 """horovodrun, asking whether Horovod was built with Gloo or MPI once per build, not per launch.
 
-``python -m lab.cluster.launchers.horovodrun ARGS`` is ``horovodrun ARGS``. On every launch
+``python -m lab.cluster.horovod_runner ARGS`` is ``horovodrun ARGS``. On every launch
 horovodrun 0.28.1 asks whether its controller was built (``horovod.common.util.gloo_built``
 / ``mpi_built``) by importing ``horovod.tensorflow`` in a new process: 3.5 s of TensorFlow
 import here, before any rank starts, as long as a smoke run's training. The answer
