@@ -94,7 +94,8 @@ def test_sync_runs_interleaved_rounds_and_its_interval_is_over_rounds(tmp_path) 
 
     p = sync.DEFAULTS["smoke"] | {"systems": ["horovod-gloo", "kungfu-sync"], "budget_s": 0.0}
     points, keys, compared = sync.protocol_points(p, p["systems"])
-    assert len(points) == len(keys) == len(compared) == 4
+    assert len(points) == len(keys) == 4
+    assert [c.kind for c in compared] == ["throughput"] * 4 + ["speedup"]
     made: list[tuple[str, int]] = []
 
     def run_one(point: dict) -> str:
@@ -118,3 +119,31 @@ def test_sync_runs_interleaved_rounds_and_its_interval_is_over_rounds(tmp_path) 
     one = run_protocol(points, run_one, compared, sync.target(p), keys=keys)  # one round
     lone = sync.verdict(sync.table(sync.protocol_summary(one)), "smoke", hardware="h")
     assert lone.status is Status.NOT_RESOLVED and "1 round(s) per point" in lone.precision
+
+
+def test_sync_verdict_takes_the_ratio_round_by_round(tmp_path) -> None:
+    """Rounds that run faster or slower as a whole (× 1.0, 1.3, 0.8) with KungFu 1.3× Horovod
+    in each: the quotient of the two throughputs' intervals holds 1, the ratio per round
+    does not."""
+    from lab.experiments.protocol_runner import run_protocol
+    from lab.metrics.protocol import Target
+
+    p = sync.DEFAULTS["smoke"] | {"systems": ["horovod-gloo", "kungfu-sync"]}
+    points, keys, compared = sync.protocol_points(p, p["systems"])
+    made: list[tuple[str, int]] = []
+
+    def run_one(point: dict) -> str:
+        made.append((point["system"], point["workers"]))
+        round_scale = {1: 1.0, 2: 1.3, 3: 0.8}[made.count(made[-1])]
+        kungfu = point["system"] == "kungfu-sync" and point["workers"] == 2
+        rate = (130.0 if kungfu else 100.0) * round_scale
+        return _rate_run(tmp_path / f"run-{len(made)}", rate, point["workers"])
+
+    three = Target(budget_s=1e9, min_repeats=3, max_repeats=3)
+    measured = run_protocol(points, run_one, compared, three, keys=keys)
+    table = sync.table(sync.protocol_summary(measured))
+    unpaired = sync.verdict(table, "smoke", runs=("r",), hardware="h")
+    paired = sync.verdict(table, "smoke", runs=("r",), hardware="h", measured=measured)
+    assert unpaired.status is Status.NOT_RESOLVED and unpaired.lab_ci > 0.3
+    assert paired.status is Status.REPRODUCED and paired.lab_value == pytest.approx(1.3, rel=0.02)
+    assert paired.lab_ci < 0.05 and "round by round over 3 rounds" in paired.why

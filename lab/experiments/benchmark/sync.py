@@ -5,7 +5,9 @@ The benchmark itself publishes no number; the verdict compares the lab's KungFu 
 fastest Horovod at the largest worker count (``lab.experiments.evidence.ratio_status``:
 reproduced when KungFu is faster with the ratio's whole 95% CI above 1), beside the ratio
 of KungFu's and Horovod's published Fig 9 throughputs. The points run interleaved in
-rounds (lab.experiments.protocol_runner) and each throughput's interval is over rounds:
+rounds (lab.experiments.protocol_runner) and the ratio is taken round by round, so what a
+round shares cancels (three rounds of 1.27, 1.32 and 1.43 gave ± 0.54 as a quotient of
+the two throughputs' intervals, ~± 0.2 paired); each throughput's interval is over rounds:
 one run per point gave KungFu/Horovod 0.71-0.86 in three make runs and 1.99 in a fourth,
 each with a within-run interval of 6-16% that said nothing of that spread.
 """
@@ -84,14 +86,54 @@ def points(p: Mapping[str, Any], systems: Sequence[str]) -> list[dict[str, Any]]
 def protocol_points(
     p: Mapping[str, Any], systems: Sequence[str]
 ) -> tuple[list[dict[str, Any]], list[tuple[str, str, int]], list[Any]]:
-    """The protocol's inputs: the points, their keys ``(system, model, workers)``, and the
-    total throughput of each as the compared quantities."""
-    from lab.metrics.protocol import throughput
+    """The protocol's inputs: the points, their keys ``(system, model, workers)``, the
+    total throughput of each as compared quantities and, at the largest worker count,
+    every KungFu system's speedup over every Horovod one (a ratio per round: what a round
+    shares cancels; ``verdict`` reads it)."""
+    from lab.metrics.protocol import speedup, throughput
 
     pts = points(p, systems)
     keys = [(str(q["system"]), str(q["model"]), int(q["workers"])) for q in pts]
     compared = [throughput(k, "throughput({} · {} · {} workers)".format(*k)) for k in keys]
+    n = max(k[2] for k in keys) if keys else 0
+    for a in keys:
+        for b in keys:
+            if (
+                a[2] == b[2] == n
+                and a[1] == b[1]
+                and fig9.is_kungfu(a[0])
+                and fig9.is_horovod(b[0])
+            ):
+                compared.append(
+                    speedup(a, b, "speedup({} · {} · {} workers)".format(*a) + f" / {b[0]}")
+                )
     return pts, keys, compared
+
+
+def paired_speedup(rows: pd.DataFrame, measured: pd.DataFrame | None) -> Any:
+    """The protocol's round-by-round speedup of the fastest KungFu over the fastest Horovod
+    at the largest worker count (the pair ``best_ratio`` compares), as an Estimate; None
+    when the protocol has no such row with an interval."""
+    from lab.metrics.stats import Estimate
+
+    ok = succeeded(rows)
+    if measured is None or ok.empty or "kind" not in measured:
+        return None
+    top = ok[ok["workers"] == ok["workers"].max()]
+    speedups = measured[measured["kind"] == "speedup"]
+    for model, group in top.groupby("model", sort=False):
+        a = group[group["system"].map(fig9.is_kungfu)]
+        b = group[group["system"].map(fig9.is_horovod)]
+        if a.empty or b.empty:
+            continue
+        x = a.loc[a["throughput_total"].idxmax()]
+        y = b.loc[b["throughput_total"].idxmax()]
+        want = ((x["system"], model, int(x["workers"])), (y["system"], model, int(y["workers"])))
+        for r in speedups.itertuples():
+            if (tuple(r.a), tuple(r.b)) == want and r.ci == r.ci:
+                return Estimate(float(r.value), float(r.ci), int(r.repeats))
+        return None
+    return None
 
 
 def target(p: Mapping[str, Any]) -> Any:
@@ -173,7 +215,11 @@ def figure(rows: pd.DataFrame, caption: str | None = None, batch_size: Any = Non
 
 
 def verdict(
-    rows: pd.DataFrame, scale: str, runs: Sequence[str] = (), hardware: str | None = None
+    rows: pd.DataFrame,
+    scale: str,
+    runs: Sequence[str] = (),
+    hardware: str | None = None,
+    measured: pd.DataFrame | None = None,
 ) -> Verdict:
     """KungFu over Horovod at the largest worker count (module docstring), with every
     system's scaling efficiency there in ``why``.
@@ -203,6 +249,9 @@ def verdict(
         why = f"KungFu and Horovod were not both measured; {words}."
         return Verdict(status=Status.NOT_MEASURED, why=why, **common)
     est, which = compared
+    paired = paired_speedup(rows, measured)
+    if paired is not None:  # the same two systems, round by round
+        est, which = paired, f"{which}, round by round over {paired.n} rounds"
     ci = None if est.ci != est.ci else est.ci
     precision = ""
     repeats = top["repeats"].dropna() if "repeats" in top else pd.Series(dtype=float)
