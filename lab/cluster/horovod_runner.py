@@ -17,8 +17,6 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-CONTROLLERS = ("gloo", "mpi")
-
 
 def cache_path() -> Path:
     root = os.environ.get("DISTLAB_CACHE") or Path.home() / ".cache" / "distlab"

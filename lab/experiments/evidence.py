@@ -88,6 +88,26 @@ def best_ratio(
     from lab.experiments.systems import SYSTEMS
     from lab.metrics.stats import Estimate, ratio
 
+    pair = fastest_pair(rows, num, den, value)
+    if pair is None:
+        return None
+    model, x, y = pair
+    est = ratio(
+        Estimate(float(x[value]), float(x[f"{value}_ci"])),
+        Estimate(float(y[value]), float(y[f"{value}_ci"])),
+    )
+    names = [SYSTEMS[s].label if s in SYSTEMS else s for s in (x["system"], y["system"])]
+    return est, f"{names[0]} vs {names[1]}, {model}, {int(x['workers'])} workers"
+
+
+def fastest_pair(
+    rows: pd.DataFrame,
+    num: Callable[[str], bool],
+    den: Callable[[str], bool],
+    value: str = "throughput_total",
+) -> tuple[str, Any, Any] | None:
+    """At the largest worker count, for the first model that has both: (model, the fastest
+    ``num`` system's row, the fastest ``den`` system's row) by ``value``; None if none."""
     ok = succeeded(rows)
     if ok.empty:
         return None
@@ -95,15 +115,8 @@ def best_ratio(
     for model, group in top.groupby("model", sort=False):
         a = group[group["system"].map(num)]
         b = group[group["system"].map(den)]
-        if a.empty or b.empty:
-            continue
-        x, y = a.loc[a[value].idxmax()], b.loc[b[value].idxmax()]
-        est = ratio(
-            Estimate(float(x[value]), float(x[f"{value}_ci"])),
-            Estimate(float(y[value]), float(y[f"{value}_ci"])),
-        )
-        names = [SYSTEMS[s].label if s in SYSTEMS else s for s in (x["system"], y["system"])]
-        return est, f"{names[0]} vs {names[1]}, {model}, {int(x['workers'])} workers"
+        if not (a.empty or b.empty):
+            return str(model), a.loc[a[value].idxmax()], b.loc[b[value].idxmax()]
     return None
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from lab.errors import NothingMeasured
-from lab.experiments.evidence import best_ratio, ratio_status, succeeded, where
+from lab.experiments.evidence import best_ratio, fastest_pair, ratio_status, succeeded, where
 from lab.experiments.kungfu import fig9
 from lab.experiments.verdicts import Status, Verdict
 
@@ -116,23 +116,14 @@ def paired_speedup(rows: pd.DataFrame, measured: pd.DataFrame | None) -> Any:
     when the protocol has no such row with an interval."""
     from lab.metrics.stats import Estimate
 
-    ok = succeeded(rows)
-    if measured is None or ok.empty or "kind" not in measured:
+    pair = fastest_pair(rows, fig9.is_kungfu, fig9.is_horovod)
+    if measured is None or pair is None or "kind" not in measured:
         return None
-    top = ok[ok["workers"] == ok["workers"].max()]
-    speedups = measured[measured["kind"] == "speedup"]
-    for model, group in top.groupby("model", sort=False):
-        a = group[group["system"].map(fig9.is_kungfu)]
-        b = group[group["system"].map(fig9.is_horovod)]
-        if a.empty or b.empty:
-            continue
-        x = a.loc[a["throughput_total"].idxmax()]
-        y = b.loc[b["throughput_total"].idxmax()]
-        want = ((x["system"], model, int(x["workers"])), (y["system"], model, int(y["workers"])))
-        for r in speedups.itertuples():
-            if (tuple(r.a), tuple(r.b)) == want and r.ci == r.ci:
-                return Estimate(float(r.value), float(r.ci), int(r.repeats))
-        return None
+    model, x, y = pair
+    want = ((x["system"], model, int(x["workers"])), (y["system"], model, int(y["workers"])))
+    for r in measured[measured["kind"] == "speedup"].itertuples():
+        if (tuple(r.a), tuple(r.b)) == want and r.ci == r.ci:
+            return Estimate(float(r.value), float(r.ci), int(r.repeats))
     return None
 
 
