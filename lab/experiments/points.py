@@ -87,12 +87,14 @@ def cluster_name(cluster: Any) -> str:
     return text[:-5].rsplit("/", 1)[-1] if text.endswith(".yaml") else text
 
 
-def pinning(point: Mapping[str, Any], cluster: Any) -> list[str]:
-    """The ``python -m lab.cluster.affinity`` prefix that gives each rank its own cores, or
-    ``[]``: the point's ``pin_cpus`` if it says, else pinned on this machine alone (the
-    ``local`` cluster), where unbound ranks on shared cores made runs of one point differ
-    by up to 40%. The host's slots split its cores (one core a rank with a slot a core,
-    a lone rank too). Emulated hosts share cores by their cgroups' quotas instead."""
+def pinning(point: Mapping[str, Any], cluster: Any, argv: Sequence[str]) -> tuple[list[str], bool]:
+    """``argv`` behind ``python -m lab.cluster.affinity``, which gives each rank its own
+    cores, and whether it is: the point's ``pin_cpus`` if it says, else pinned on this
+    machine alone (the ``local`` cluster), where unbound ranks on shared cores made runs of
+    one point differ by up to 40%. The host's slots split its cores (one core a rank with a
+    slot a core, a lone rank too). Emulated hosts share cores by their cgroups' quotas
+    instead. A bare ``python`` in front of ``argv`` becomes the wrapper's interpreter:
+    launch() resolves one only where it comes first."""
     from lab.cluster.inventory import load_profile
 
     c = load_profile(cluster) if isinstance(cluster, str) else cluster
@@ -100,9 +102,12 @@ def pinning(point: Mapping[str, Any], cluster: Any) -> list[str]:
     if wanted is None:
         wanted = c.is_local and len(c.hosts) == 1
     if not wanted:
-        return []
+        return list(argv), False
+    python = python_for(c)
+    head = python if argv[0] in ("python", "python3") else argv[0]
     slots = max(h.slots for h in c.hosts)
-    return [python_for(c), "-m", "lab.cluster.affinity", "--slots", str(slots), "--"]
+    wrapper = [python, "-m", "lab.cluster.affinity", "--slots", str(slots), "--"]
+    return [*wrapper, head, *argv[1:]], True
 
 
 def run_point(
@@ -139,9 +144,7 @@ def run_point(
         raise ParameterError(
             "workers", full["workers"], f">= {system.min_workers} for {system.name}"
         )
-    pin = pinning(full, cluster)
-    full["pin_cpus"] = bool(pin)
-    argv = [*pin, *workload_argv(full, python_for(cluster))]
+    argv, full["pin_cpus"] = pinning(full, cluster, workload_argv(full, python_for(cluster)))
     if out is not None and view == "auto":
         from lab.cluster.view import ShownIn
 

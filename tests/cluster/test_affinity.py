@@ -68,12 +68,16 @@ def test_a_place_outside_its_host_is_refused():
 def test_pinning_is_the_default_on_this_machine_alone():
     emulated = cluster_from_dict({"name": "e", "emulated": {"hosts": 2, "cpu": 0.5}}, "e")
     local = local_cluster(slots=3)
-    assert pinning({"workers": 1}, local) == [
-        sys.executable, "-m", "lab.cluster.affinity", "--slots", "3", "--"
-    ]  # fmt: skip
-    assert pinning({"workers": 2}, "local")[-3:] == ["--slots", str(os.cpu_count()), "--"]
-    assert pinning({"workers": 2, "pin_cpus": False}, local) == []
-    assert pinning({"workers": 2}, emulated) == []
+    wrapper = [sys.executable, "-m", "lab.cluster.affinity", "--slots", "3", "--"]
+    # a bare python behind the wrapper is its interpreter (launch() resolves only argv[0])
+    assert pinning({"workers": 1}, local, ["python", "-m", "w"]) == (
+        [*wrapper, sys.executable, "-m", "w"],
+        True,
+    )
+    command, pinned = pinning({"workers": 2}, "local", ["/bin/prog"])
+    assert pinned and command[-4:] == ["--slots", str(os.cpu_count()), "--", "/bin/prog"]
+    assert pinning({"workers": 2, "pin_cpus": False}, local, ["p"]) == (["p"], False)
+    assert pinning({"workers": 2}, emulated, ["p"]) == (["p"], False)
 
 
 def pinned_cores(launcher: str, tmp_path: Path, np: int = 2) -> list[str]:

@@ -142,17 +142,14 @@ def runner(
             from lab.cluster.view import make_view
 
             view = FanOut(make_view("auto"), trace.for_run(f"{point['policy']} {point['batch']}"))
-        pin = pinning(point, cluster)
-        command = argv(point)
-        if pin:  # launch() resolves a bare python in front only: behind the wrapper, its own
-            command = [pin[0], *command[1:]]
+        command, pinned = pinning(point, cluster, argv(point))
         return lab.launch(
-            [*pin, *command],
+            command,
             np=int(point["workers"]),
             launcher="horovod",
             cluster=cluster,
             experiment=EXPERIMENT,
-            params={**point, "pin_cpus": bool(pin)},
+            params={**point, "pin_cpus": pinned},
             view=view,
             timeout=timeout,
             check=False,
