@@ -122,7 +122,7 @@ def run(cfg: Any, duration: float, commit_every: int, stop_file: str = "") -> in
     images, labels = common.make_data(tf, cfg, hvd.rank())
     started = time.time()
 
-    @tf.function
+    @common.step_function(tf)
     def train_step() -> Any:
         with tf.GradientTape() as tape:
             loss = common.mean_loss(tf, labels, model(images, training=True))

@@ -109,7 +109,7 @@ def run(cfg: Any, schedule: dict[int, int], timed: list[tuple[float, int]] | Non
     images, labels = common.make_data(tf, cfg, current_rank())
     step_var = tf.Variable(0, dtype=tf.int64)
 
-    @tf.function
+    @common.step_function(tf)
     def train_step() -> Any:
         with tf.GradientTape() as tape:
             loss = common.mean_loss(tf, labels, model(images, training=True))
@@ -117,16 +117,16 @@ def run(cfg: Any, schedule: dict[int, int], timed: list[tuple[float, int]] | Non
         opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss
 
-    @tf.function
+    @common.step_function(tf)
     def sync() -> None:
         broadcast_variables(model.variables)
         broadcast_variables([step_var])
 
-    @tf.function
+    @common.step_function(tf)
     def resize_to(n: Any) -> Any:
         return resize(n)
 
-    @tf.function
+    @common.step_function(tf)
     def agree(n: Any) -> Any:  # rank 0's value, on every peer
         return broadcast(n)
 

@@ -53,7 +53,7 @@ def run(ns: argparse.Namespace) -> int:
     opt = wrap(base)
     rng = np.random.default_rng([ns.seed, 2, rank])  # pair_averaging's batch stream
 
-    @tf.function
+    @common.step_function(tf)
     def train_step(x: Any, y: Any) -> Any:
         with tf.GradientTape() as tape:
             r = tf.linalg.matvec(x, w) - y

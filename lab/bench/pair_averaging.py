@@ -179,21 +179,21 @@ class KerasTrainer:
         sizes = [int(np.prod(s)) for s in shapes]
         self._size = sum(sizes)
 
-        @tf.function
+        @common.step_function(tf)
         def gradient() -> Any:
             with tf.GradientTape() as tape:
                 loss = common.mean_loss(tf, labels, self.model(images, training=True))
             return loss, tape.gradient(loss, variables)
 
-        @tf.function
+        @common.step_function(tf)
         def apply(grads: Any) -> None:
             opt.apply_gradients(zip(grads, variables, strict=True))
 
-        @tf.function
+        @common.step_function(tf)
         def flatten(tensors: Any) -> Any:
             return tf.concat([tf.reshape(t, [-1]) for t in tensors], 0)
 
-        @tf.function
+        @common.step_function(tf)
         def assign(flat: Any) -> None:
             for v, piece, shape in zip(variables, tf.split(flat, sizes), shapes, strict=True):
                 v.assign(tf.reshape(piece, shape))

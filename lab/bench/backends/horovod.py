@@ -51,7 +51,7 @@ def run(cfg: Config) -> int:
     def average(grads: list[Any]) -> list[Any]:
         return [hvd.allreduce(g, op=hvd.Average) for g in grads]
 
-    @tf.function
+    @common.step_function(tf)
     def train_step(first_batch: bool, measure: bool) -> Any:
         with tf.GradientTape() as tape:
             loss = common.mean_loss(tf, labels, model(images, training=True))

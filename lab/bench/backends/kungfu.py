@@ -92,7 +92,7 @@ def run(cfg: Config) -> int:
     def average(grads: list[Any]) -> list[Any]:
         return [g / size for g in group_all_reduce(grads)]
 
-    @tf.function
+    @common.step_function(tf)
     def train_step(first_batch: bool, measure: bool) -> Any:
         with tf.GradientTape() as tape:
             loss = common.mean_loss(tf, labels, model(images, training=True))
@@ -112,7 +112,7 @@ def run(cfg: Config) -> int:
             broadcast_variables(slots() if callable(slots) else slots)
         return loss, outputs
 
-    @tf.function
+    @common.step_function(tf)
     def kungfu_noise_scale(fused_local: Any, fused_avg: Any) -> Any:
         # Its own function: the NoiseScale kernel keeps its EMA per op instance, and
         # train_step is traced more than once (first batch or not).

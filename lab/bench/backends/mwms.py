@@ -65,7 +65,7 @@ def run(cfg: Config) -> int:
     b_small, b_big = float(cfg.batch_size), float(cfg.batch_size * world)
     mean = tf.distribute.ReduceOp.MEAN
 
-    @tf.function
+    @common.step_function(tf)
     def train_step(measure: bool) -> Any:
         def replica_fn() -> Any:
             ctx = tf.distribute.get_replica_context()

@@ -190,13 +190,13 @@ def train(tf: Any, cfg: Config, cluster: dict[str, Any]) -> NoReturn:
         images, labels = common.make_data(tf, cfg, worker)  # made once, on the worker
         return tf.data.Dataset.from_tensors((images, labels)).repeat()
 
-    @tf.function
+    @common.step_function(tf)
     def per_worker_dataset() -> Any:
         return strategy.distribute_datasets_from_function(dataset_fn)
 
     iterator = iter(coordinator.create_per_worker_dataset(per_worker_dataset))
 
-    @tf.function
+    @common.step_function(tf)
     def step_fn(it: Any) -> Any:
         def replica_fn(images: Any, labels: Any) -> Any:
             start = tf.timestamp()

@@ -24,7 +24,7 @@ def run(cfg: Config) -> int:
     opt = common.make_optimizer(cfg)
     images, labels = common.make_data(tf, cfg, rank)
 
-    @tf.function
+    @common.step_function(tf)
     def train_step() -> Any:
         with tf.GradientTape() as tape:
             loss = common.mean_loss(tf, labels, model(images, training=True))
