@@ -8,14 +8,17 @@
 - ``easyscale``: the lab's EasyScaleThreads on the smoke model: µs per context switch and
   the per-step overhead against plain training (the same mini-batches by gradient
   accumulation) and against switching off: lab.experiments.easyscale.overhead.microbench.
+- ``first-step``: a 2-rank Horovod (Gloo) and KungFu job's start-up: the launch, the time to
+  the ranks' headers, and their first two steps (traces and first collectives), which every
+  point of a smoke sweep pays: lab.experiments.selfbench.first_step.
 - ``p3``: P3's parameter server: p3 against baseline on loopback (the cost of its scheduling
   where the network has nothing to give; target at most 3% slower), and the payload bytes/s
   each host achieves against a tc-shaped link on an emulated 2-host cluster (root only):
   lab.experiments.selfbench.p3.
 
 Results go to ``<results>/bench/launch_overhead.json``, ``streaming.json``,
-``easyscale.json`` and ``p3.json`` with the machine they were measured on; a compact table
-is printed. Exit status 1 if a line was lost.
+``easyscale.json``, ``first_step.json`` and ``p3.json`` with the machine they were measured
+on; a compact table is printed. Exit status 1 if a line was lost.
 """
 
 from __future__ import annotations
@@ -29,11 +32,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-BENCHMARKS = ("launch", "streaming", "easyscale", "p3")
+BENCHMARKS = ("launch", "streaming", "easyscale", "first-step", "p3")
 FILES = {
     "launch": "launch_overhead.json",
     "streaming": "streaming.json",
     "easyscale": "easyscale.json",
+    "first-step": "first_step.json",
     "p3": "p3.json",
 }
 
@@ -43,7 +47,7 @@ def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "bench",
         help="benchmark the lab itself: launch overhead, streaming capacity, EST switching, "
-        "P3's parameter server",
+        "engines' first steps, P3's parameter server",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -56,6 +60,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--launchers", default="local,mpi", help="comma-separated (default local,mpi)")
     p.add_argument("--est-steps", type=int, default=20, help="mini-batches per run (easyscale)")
     p.add_argument("--est-repeats", type=int, default=2, help="runs per variant (easyscale)")
+    p.add_argument(
+        "--first-step-repeats", type=int, default=3, help="launches per system (first-step)"
+    )
     p.add_argument("--p3-repeats", type=int, default=5, help="runs per schedule (p3, loopback)")
     p.add_argument("--p3-steps", type=int, default=8, help="timed steps per run (p3, loopback)")
     p.add_argument("--p3-rate", default="200mbit", help="shaped link rate (p3, emulated)")
@@ -78,6 +85,7 @@ def main(args: argparse.Namespace) -> int:
         ("--repeats", args.repeats),
         ("--stream-repeats", args.stream_repeats),
         ("--est-repeats", args.est_repeats),
+        ("--first-step-repeats", args.first_step_repeats),
         ("--p3-repeats", args.p3_repeats),
         ("--p3-steps", args.p3_steps),
     )
@@ -112,6 +120,11 @@ def main(args: argparse.Namespace) -> int:
                 results_root=results_root(args.results_root),
             )
             print(easyscale_table(data))
+        elif name == "first-step":
+            from lab.experiments.selfbench.first_step import first_step, first_step_table
+
+            data = first_step(repeats=args.first_step_repeats, timeout=args.timeout)
+            print(first_step_table(data))
         elif name == "p3":
             from lab.experiments.selfbench import p3
 
