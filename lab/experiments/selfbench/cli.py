@@ -121,7 +121,7 @@ def main(args: argparse.Namespace) -> int:
             )
             print(easyscale_table(data))
         elif name == "first-step":
-            from lab.experiments.selfbench.first_step import first_step, first_step_table
+            from lab.experiments.selfbench.first_step import first_step
 
             data = first_step(repeats=args.first_step_repeats, timeout=args.timeout)
             print(first_step_table(data))
@@ -217,6 +217,19 @@ def launch_table(data: dict[str, Any]) -> str:
         rows.append(
             f"{name:<10}{r['bare_median_s']:>10.3f}{r['lab_median_s']:>10.3f}"
             f"{r['ratio']:>10.2f}{r['overhead_s']:>9.3f}"
+        )
+    return "\n".join(rows)
+
+
+def first_step_table(data: dict[str, Any]) -> str:
+    """The start-up medians per system as a few aligned lines."""
+    p = data["params"]
+    rows = [f"first step, {p['model']}, np={p['workers']}, median of {p['repeats']}"]
+    rows.append(f"{'system':<14}{'launch s':>10}{'header s':>10}{'step 0 s':>10}{'step 1 s':>10}")
+    for name, m in data["systems"].items():
+        rows.append(
+            f"{name:<14}{m['wall_s']:>10.2f}{m['to_header_s']:>10.2f}"
+            f"{m['first_step_s']:>10.2f}{m['second_step_s']:>10.2f}"
         )
     return "\n".join(rows)
 

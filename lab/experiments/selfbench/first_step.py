@@ -91,16 +91,3 @@ def first_step(
     }
     params = {"repeats": repeats, "cluster": "local", **POINT}
     return {"params": params, "systems": medians, "runs": runs}
-
-
-def first_step_table(data: dict[str, Any]) -> str:
-    """The medians as a few aligned lines."""
-    p = data["params"]
-    rows = [f"first step, {p['model']}, np={p['workers']}, median of {p['repeats']}"]
-    rows.append(f"{'system':<14}{'launch s':>10}{'header s':>10}{'step 0 s':>10}{'step 1 s':>10}")
-    for name, m in data["systems"].items():
-        rows.append(
-            f"{name:<14}{m['wall_s']:>10.2f}{m['to_header_s']:>10.2f}"
-            f"{m['first_step_s']:>10.2f}{m['second_step_s']:>10.2f}"
-        )
-    return "\n".join(rows)
