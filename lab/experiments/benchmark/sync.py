@@ -40,10 +40,11 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         # tiny_cnn steps take 3-8 ms here: the scale's 15 steps were 40-120 ms of
         # measuring after ~5 s of start-up, and one round's KungFu/Horovod ratio 1.5-2.5
         "steps": 300,
-        # a round of the four points is ~39 s here (ranks pinned to cores, 300 steps):
-        # the budget buys a third round (one starts only if it should end within the
-        # budget). Two rounds gave a t interval on one degree of freedom (t = 12.7):
-        # KungFu/Horovod 1.26-1.96 with ± 0.37-2.1, "reproduced" in one make run of five
+        # a round of the four points is ~25-32 s here (ranks pinned to cores, 300 steps,
+        # steps traced without AutoGraph): the budget buys four rounds (one starts only if
+        # it should end within the budget). Two rounds gave a t interval on one degree of
+        # freedom (t = 12.7): KungFu/Horovod 1.26-1.96 with ± 0.37-2.1, "reproduced" in
+        # one make run of five
         "target_rel_ci": 0.05,
         "budget_s": 130.0,
     },

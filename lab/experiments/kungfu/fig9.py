@@ -33,10 +33,10 @@ FIGURE = "Fig 9"
 SINGLE = "single"  # the no-communication run that defines the ideal
 DEFAULTS: dict[str, dict[str, Any]] = {
     "smoke": {
-        # the figure's two engines (MWMS: paper scale); on emulated-4 a run costs ~20 s
-        # (single, KungFu) to ~45 s (Horovod over mpirun and sshd), mostly start-up, so a
-        # round of the three is ~90 s and the budget holds one round: values without an
-        # interval (budget_s=200 buys a second round and the intervals)
+        # the figure's two engines (MWMS: paper scale); on emulated-4 a run costs ~11 s
+        # (single), ~12 s (KungFu) and ~16 s (Horovod over mpirun and sshd), mostly
+        # start-up, so a round of the three is ~40 s and the budget holds two rounds: a t
+        # interval on one degree of freedom (t = 12.7), ± 45-180% of the ratio
         "systems": ["horovod-mpi", "kungfu-sync"],
         "models": ["small_cnn"],
         "workers": [2],
