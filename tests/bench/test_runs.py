@@ -98,6 +98,10 @@ def test_single_tiny_cnn_prints_every_record_kind():
     assert len(re.findall(r"^Iter #\d+: [\d.]+ img/sec per (CPU|GPU)$", proc.stdout, re.M)) == 4
     assert re.search(r"^Img/sec per (CPU|GPU): [\d.]+ \+-[\d.]+$", proc.stdout, re.M)
     assert re.search(r"^Total img/sec on 1 (CPU|GPU)\(s\): [\d.]+ \+-[\d.]+$", proc.stdout, re.M)
+    # warm-up garbage is collected and frozen between the last warm-up and first timed step
+    at = kinds.index("event")
+    assert recs[at]["name"] == "gc_frozen" and recs[at]["collected"] >= 0
+    assert [r["warmup"] for r in (recs[at - 1], recs[at + 1])] == [True, False]
 
 
 def test_mwms_two_workers_with_variance_monitor(tmp_path):
