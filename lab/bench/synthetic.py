@@ -25,6 +25,8 @@ from lab.bench.standby import wait_if_standby
 from lab.errors import ParameterError, require_at_least
 
 MONITORS = ("none", "noise-scale", "variance")
+# backends that can switch their monitor off and on within a run (--alternate)
+ALTERNATING_BACKENDS = ("kungfu-monitor",)
 DATA = ("synthetic",)
 
 
@@ -44,6 +46,7 @@ class Config:
     backend: str = "single"
     monitor: str = "none"
     interval: int = 1
+    alternate: int = 0
     data: str = "synthetic"
     threads: int = 0
     port_base: int = 0
@@ -68,6 +71,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=tuple(BACKENDS), default="single")
     p.add_argument("--monitor", choices=MONITORS, default="none")
     p.add_argument("--interval", type=int, default=1, help="compute the monitor every K steps")
+    p.add_argument(
+        "--alternate",
+        type=int,
+        default=0,
+        help="kungfu-monitor with --monitor: switch the monitor off and on every K timed "
+        "steps, tagging each step's phase, so one run measures the monitor against itself "
+        "(0: the monitor on throughout)",
+    )
     p.add_argument("--data", choices=DATA, default="synthetic")
     p.add_argument(
         "--port-base",
@@ -121,6 +132,7 @@ def check_config(cfg: Config) -> None:
         ("steps", cfg.steps, 1),
         ("warmup-steps", cfg.warmup_steps, 0),
         ("interval", cfg.interval, 1),
+        ("alternate", cfg.alternate, 0),
         ("num-classes", cfg.num_classes, 2),
         ("threads", cfg.threads, 0),
         ("port-base", cfg.port_base, 0),
@@ -136,6 +148,12 @@ def check_config(cfg: Config) -> None:
         able = ", ".join(b for b, (_, mon) in BACKENDS.items() if mon)
         raise ParameterError(
             "backend", cfg.backend, f"{able} with --monitor {cfg.monitor} (needs an all-reduce)"
+        )
+    if cfg.alternate and (cfg.backend not in ALTERNATING_BACKENDS or cfg.monitor == "none"):
+        raise ParameterError(
+            "alternate",
+            cfg.alternate,
+            f"0, or > 0 with --backend {' or '.join(ALTERNATING_BACKENDS)} and a --monitor",
         )
 
 
@@ -161,6 +179,7 @@ def _config(ns: argparse.Namespace) -> Config:
         backend=ns.backend,
         monitor=ns.monitor,
         interval=ns.interval,
+        alternate=ns.alternate,
         data=ns.data,
         threads=ns.threads,
         port_base=ns.port_base,

@@ -25,6 +25,7 @@ WORKLOAD_FLAGS = (
     "warmup_steps",
     "monitor",
     "interval",
+    "alternate",
     "seed",
     "optimizer",
     "lr",

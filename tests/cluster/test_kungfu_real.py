@@ -109,6 +109,25 @@ def test_kungfus_own_variance_monitor_prints_every_interval(probe, tmp_path):
     assert digests[0] == digests[1]  # still synchronous SGD
 
 
+def test_an_alternating_run_monitors_only_its_on_steps(probe, tmp_path):
+    """--alternate 2: warm-up switches every step, timed steps every 2; KungFu's variance
+    monitor prints once per step tagged "on"; garbage is frozen before the first timed
+    step; the peers stay identical across both optimizers."""
+    argv = ["-m", "lab.bench.synthetic", "--backend", "kungfu-monitor", "--monitor", "variance"]
+    argv += [*SMALL, "--alternate", "2", "--steps", "8", "--warmup-steps", "2"]
+    result, recs = run_kungfu(probe, tmp_path, argv, 2)
+    for rank in (0, 1):
+        steps = [r for r in recs if r["kind"] == "step" and r["rank"] == rank]
+        assert [r["phase"] for r in steps] == ["off", "on"] + ["off", "off", "on", "on"] * 2
+        text = (result.run_dir / f"rank-{rank}.log").read_text()
+        printed = [ln for ln in text.splitlines() if ln.startswith("Variance: ")]
+        assert len(printed) == sum(r["phase"] == "on" for r in steps) == 5
+        frozen = [r for r in recs if r.get("name") == "gc_frozen" and r["rank"] == rank]
+        assert len(frozen) == 1 and steps[1]["time"] < frozen[0]["time"] < steps[2]["time"]
+    digests = {r["rank"]: r["digest"] for r in recs if r.get("name") == "weights"}
+    assert digests[0] == digests[1]
+
+
 def test_pair_averaging_converges_like_the_labs(probe, tmp_path):
     if not (importlib.util.find_spec("mpi4py") and find_program("mpirun")):
         pytest.skip("the lab's pair averaging needs mpi4py and mpirun")

@@ -14,7 +14,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -171,6 +171,7 @@ class Reporter:
             steps=c.steps,
             monitor=c.monitor,
             interval=c.interval,
+            alternate=c.alternate,
             seed=c.seed,
             host=socket.gethostname(),
             pid=os.getpid(),
@@ -234,7 +235,11 @@ StepFn = Callable[[int], tuple[Any, dict[str, Any]]]
 
 
 def run_loop(
-    cfg: Config, reporter: Reporter, step_fn: StepFn, on_metrics: Callable[..., None] | None = None
+    cfg: Config,
+    reporter: Reporter,
+    step_fn: StepFn,
+    on_metrics: Callable[..., None] | None = None,
+    tags: Callable[[int], Mapping[str, Any]] | None = None,
 ) -> None:
     """Run warm-up and timed steps, one record each, then the summary.
 
@@ -243,6 +248,7 @@ def run_loop(
         reporter: where records go.
         step_fn: runs step ``i`` to completion; returns (loss tensor, monitor outputs).
         on_metrics: called with (step, monitor outputs) after a step that returned any.
+        tags: more fields for step ``i``'s record (e.g. its phase, lab.bench.alternation).
 
     Before the first timed step the garbage of warm-up (traces) is collected and what is
     left is frozen (``gc.freeze``), so that no full collection of TensorFlow's objects
@@ -256,7 +262,7 @@ def run_loop(
         loss, outputs = step_fn(i)
         loss = float(loss)  # waits for the step to finish
         seconds = time.perf_counter() - start
-        reporter.step(i, seconds, loss)
+        reporter.step(i, seconds, loss, **(tags(i) if tags is not None else {}))
         if outputs and on_metrics is not None:
             on_metrics(i, outputs)
     reporter.summary()

@@ -15,9 +15,11 @@ artifact's monitoring benchmark): synchronous SGD through KungFu's own
 ``MonitorGradientNoiseScaleOptimizer`` (``verbose``: it prints ``Gradient Noise Scale: X``)
 or ``MonitorGradientVarianceOptimizer`` (``Variance: X``) every ``--interval`` steps;
 without ``--monitor``, the same ``SynchronousSGDOptimizer`` as ``kungfu-sync``, so the
-overhead is measured against KungFu's own baseline.
+overhead is measured against KungFu's own baseline. With ``--alternate K`` one run holds
+both: every K timed steps it switches between the monitored optimizer and the plain one
+(lab.bench.alternation), each step record tagged with its ``phase``.
 
-At the end every peer emits an ``event`` "weights" with a digest of its model:
+At the end every peer emits an ``event`` "weights" with a digest of its trainable weights:
 synchronous peers must agree.
 """
 
@@ -26,7 +28,7 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Any
 
-from lab.bench import monitors
+from lab.bench import alternation, monitors
 from lab.bench.backends import EngineUnavailable, common
 from lab.bench.models import build_model, count_params
 from lab.errors import ParameterError
@@ -92,25 +94,35 @@ def run(cfg: Config) -> int:
     def average(grads: list[Any]) -> list[Any]:
         return [g / size for g in group_all_reduce(grads)]
 
-    @common.step_function(tf)
-    def train_step(first_batch: bool, measure: bool) -> Any:
-        with tf.GradientTape() as tape:
-            loss = common.mean_loss(tf, labels, model(images, training=True))
-        variables = model.trainable_variables
-        grads = tape.gradient(loss, variables)
-        outputs: dict[str, Any] = {}
-        if cfg.monitor != "none" and not own_monitor:
-            local, grads = grads, average(grads)
-            if measure:
-                outputs = monitors.tf_measure(cfg.monitor, local, grads, average, b_small, b_big)
-            if measure and cfg.monitor == "noise-scale":  # what KungFu's optimizer fuses
-                outputs["kungfu"] = (fuse(local), fuse(grads))
-        opt.apply_gradients(zip(grads, variables, strict=True))
-        if first_batch:
-            broadcast_variables(model.variables)
-            slots = opt.variables
-            broadcast_variables(slots() if callable(slots) else slots)
-        return loss, outputs
+    def make_train_step(opt: Any) -> Any:
+        @common.step_function(tf)
+        def train_step(first_batch: bool, measure: bool) -> Any:
+            with tf.GradientTape() as tape:
+                loss = common.mean_loss(tf, labels, model(images, training=True))
+            variables = model.trainable_variables
+            grads = tape.gradient(loss, variables)
+            outputs: dict[str, Any] = {}
+            if cfg.monitor != "none" and not own_monitor:
+                local, grads = grads, average(grads)
+                if measure:
+                    outputs = monitors.tf_measure(
+                        cfg.monitor, local, grads, average, b_small, b_big
+                    )
+                if measure and cfg.monitor == "noise-scale":  # what KungFu's optimizer fuses
+                    outputs["kungfu"] = (fuse(local), fuse(grads))
+            opt.apply_gradients(zip(grads, variables, strict=True))
+            if first_batch:
+                broadcast_variables(model.variables)
+                slots = opt.variables
+                broadcast_variables(slots() if callable(slots) else slots)
+            return loss, outputs
+
+        return train_step
+
+    train_step = make_train_step(opt)
+    # --alternate: the same synchronous SGD without the monitor, on the same base optimizer
+    plain_step = make_train_step(SynchronousSGDOptimizer(base)) if cfg.alternate else None
+    traced: set[str] = set()  # phases whose step function has run (its first batch broadcasts)
 
     @common.step_function(tf)
     def kungfu_noise_scale(fused_local: Any, fused_avg: Any) -> Any:
@@ -118,9 +130,17 @@ def run(cfg: Config) -> int:
         # train_step is traced more than once (first batch or not).
         return global_noise_scale(b_small, b_big, fused_local, fused_avg, monitors.DEFAULT_ALPHA)
 
+    def phase_of(i: int) -> str:
+        return alternation.phase(i, cfg.warmup_steps, cfg.alternate) if cfg.alternate else ""
+
     def step_fn(i: int) -> tuple[Any, dict[str, Any]]:
         measure = cfg.monitor != "none" and not own_monitor and i % cfg.interval == 0
-        return train_step(i == 0, measure)
+        phase = phase_of(i)
+        first = phase not in traced
+        traced.add(phase)
+        if plain_step is not None and phase == alternation.OFF:
+            return plain_step(first, False)
+        return train_step(first, measure)
 
     rep = common.Reporter(
         cfg, rank, size, common.device_name(tf), root=rank == 0, extra=common.versions(tf)
@@ -134,8 +154,11 @@ def run(cfg: Config) -> int:
             emit("metric", rank=rank, name="kungfu_noise_scale", value=value, step=step)
         sink(step, outputs)
 
-    common.run_loop(cfg, rep, step_fn, on_metrics)
-    emit("event", name="weights", rank=rank, digest=weights_digest(model.variables))
+    tags = (lambda i: {"phase": phase_of(i)}) if cfg.alternate else None
+    common.run_loop(cfg, rep, step_fn, on_metrics, tags)
+    # trainable weights only: batch norm's moving statistics are each rank's own (small_cnn)
+    digest = weights_digest(model.trainable_variables)
+    emit("event", name="weights", rank=rank, digest=digest)
     return 0
 
 
