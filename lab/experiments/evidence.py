@@ -121,9 +121,10 @@ def fastest_pair(
 
 
 def protocol_run_dirs(table: pd.DataFrame) -> list[str]:
-    """The succeeded runs behind a ``run_protocol`` table (``table.attrs["runs"]``)."""
+    """The succeeded runs behind a ``run_protocol`` table (``table.attrs["runs"]``), each
+    once (a run that alternated a feature off and on stands behind two points)."""
     runs = table.attrs.get("runs")
     if runs is None or len(runs) == 0:
         return []
     ok = runs[runs["ok"].astype(bool) & (runs["run_dir"].astype(str) != "")]
-    return [str(d) for d in ok["run_dir"]]
+    return list(dict.fromkeys(str(d) for d in ok["run_dir"]))

@@ -9,6 +9,7 @@ interval, repeats, seconds spent and whether it was resolved, plus the runs behi
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -28,6 +29,9 @@ from lab.metrics.store import load_run
 log = logging.getLogger(__name__)
 
 MEASURES = ("total", "per_rank")
+# A point's key naming the phase of a run that alternates a feature off and on
+# (lab.bench.alternation): points equal but for it share one run per round.
+PHASE = "phase"
 SUMMARY_COLUMNS = [
     "quantity", "kind", "a", "b", "value", "ci", "low", "high", "rel_ci", "repeats",
     "precise", "resolved", "direction", "reason", "seconds", "target_rel_ci", "budget_s",
@@ -38,11 +42,19 @@ RUN_COLUMNS = [
 ]  # fmt: skip
 
 
-def steady_throughput(run_dir: str | os.PathLike[str], batch: int = 1) -> dict[str, Any]:
+def steady_throughput(
+    run_dir: str | os.PathLike[str], batch: int = 1, phase: str | None = None
+) -> dict[str, Any]:
     """A run's steady-state throughput: per rank, the steps from where
     ``protocol.steady_state_start`` says steady state starts, ``sum(samples) /
     sum(seconds)`` (the rate over the steady span, not a mean of per-step rates, which
     fast steps would inflate); summed over ranks.
+
+    Args:
+        run_dir: the run.
+        batch: MSER-m batch (``protocol.steady_state_start``).
+        phase: of a run that alternated a feature off and on (lab.bench.alternation), the
+            steady steps of this phase only; the cut is found on all steps, in step order.
 
     Returns:
         ``total`` and ``per_rank`` (samples/s; NaN when no step was timed), ``ranks``,
@@ -53,6 +65,8 @@ def steady_throughput(run_dir: str | os.PathLike[str], batch: int = 1) -> dict[s
     for _, group in steps.groupby("rank", sort=True):
         d = protocol.steady_state_start(group["seconds"].tolist(), batch=batch)
         steady = group.iloc[d:]
+        if phase is not None:
+            steady = steady[steady["phase"] == phase] if "phase" in steady else steady.iloc[:0]
         seconds = float(steady["seconds"].sum())
         if seconds <= 0 or steady["samples"].isna().all():
             continue
@@ -90,7 +104,10 @@ def run_protocol(
     """Run ``points`` interleaved until every compared quantity is precise or time is up.
 
     Args:
-        points: the points (dicts), e.g. lab.experiments.grid(...).
+        points: the points (dicts), e.g. lab.experiments.grid(...). Points that differ
+            only in ``phase`` are phases of one run (lab.bench.alternation): each round
+            launches it once (without ``phase``), and each point's value is its phase's
+            steady throughput in that run, so their ratio is paired within the run.
         run_one: runs one point and returns its RunResult (as lab.experiments.run_point
             does) or its run directory; a failed run (``ok`` False, or a LabError other
             than ParameterError, or an OSError) is recorded as a missing value.
@@ -125,21 +142,31 @@ def run_protocol(
                 raise ParameterError(f"{c.name}: point", p, f"one of {names}")
     sched = Interleaver(compared, target or Target(), clock)
     runs: list[dict[str, Any]] = []
+    launched: dict[str, tuple[int, Any]] = {}  # a phased launch -> (its round, its outcome)
     for key in sched:
+        point = by_key[key]
+        phase = point.get(PHASE)
+        launch = {k: v for k, v in point.items() if k != PHASE}
+        ident = json.dumps(launch, sort_keys=True, default=str)
         started = clock()
-        try:
-            outcome = run_one(by_key[key])
-        except ParameterError:
-            raise  # bad input is the caller's to fix, not a run that failed
-        except (LabError, OSError) as exc:
-            log.warning("point %r failed: %s", key, exc)
-            outcome = None
+        if phase is not None and launched.get(ident, (-1, None))[0] == sched.rounds:
+            outcome = launched[ident][1]  # this round's run of the launch holds this phase too
+        else:
+            try:
+                outcome = run_one(launch)
+            except ParameterError:
+                raise  # bad input is the caller's to fix, not a run that failed
+            except (LabError, OSError) as exc:
+                log.warning("point %r failed: %s", key, exc)
+                outcome = None
+            if phase is not None:
+                launched[ident] = (sched.rounds, outcome)
         seconds = clock() - started
         run_dir, ok = _run_dir(outcome)
         row = {"point": key, "round": sched.rounds, "run_dir": str(run_dir or ""), "ok": ok}
         value = math.nan
         if ok and run_dir is not None:
-            found = steady_throughput(run_dir)
+            found = steady_throughput(run_dir, phase=phase)
             value = found[measure]
             row.update(ranks=found["ranks"], steps=found["steps"])
             row["steady_start"] = found["steady_start"]

@@ -253,7 +253,8 @@ def paired_ratio(
 
 
 def step_times(records: pd.DataFrame) -> pd.DataFrame:
-    """Every step a run timed, warm-up included: ``rank``, ``step``, ``samples``, ``seconds``.
+    """Every step a run timed, warm-up included: ``rank``, ``step``, ``samples``, ``seconds``
+    and, where the run alternated a feature off and on (lab.bench.alternation), ``phase``.
 
     For warm-up detection from the data (lab.metrics.protocol.steady_state_start), so
     steps the workload flagged as warm-up are kept. One source of records per rank, the
@@ -268,4 +269,6 @@ def step_times(records: pd.DataFrame) -> pd.DataFrame:
     steps = steps[steps["seconds"].notna() & (steps["seconds"] > 0)]
     steps["rank"] = steps["rank"].fillna(-1).astype(int)
     steps = _one_source_per_rank(steps)
+    if "phase" in steps and steps["phase"].notna().any():
+        cols = [*cols, "phase"]
     return steps.sort_values(["rank", "step"], kind="stable")[cols].reset_index(drop=True)

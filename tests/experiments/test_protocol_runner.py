@@ -11,6 +11,7 @@ import pytest
 
 from lab.cluster.rundir import new_run_dir, write_manifest
 from lab.errors import ParameterError
+from lab.experiments.evidence import protocol_run_dirs
 from lab.experiments.protocol_runner import (
     RUN_COLUMNS,
     SUMMARY_COLUMNS,
@@ -104,6 +105,56 @@ def test_failed_runs_are_missing_values(tmp_path: Path) -> None:
     assert row["repeats"] == 0 and not row["resolved"] and row["reason"] == "budget"
     assert math.isnan(row["value"])
     assert table.attrs["runs"]["ok"].tolist() == [True, False, False, True]
+
+
+def _write_phased_run(root: Path, off: float, on: float, block: int = 3) -> Path:
+    """A run that switched a feature off and on every ``block`` steps after a slow start."""
+    run_dir = new_run_dir("protocol", root)
+    write_manifest(run_dir, experiment="protocol", params={}, state="succeeded")
+    lines = [format_record("header", rank=0, model="tiny_cnn")]
+    for i in range(2 + 8 * block):
+        phase = "off" if i < 2 or ((i - 2) // block) % 2 == 0 else "on"
+        seconds = 1.0 if i < 2 else (off if phase == "off" else on)
+        lines.append(format_record("step", rank=0, step=i, samples=32, seconds=seconds,
+                                   phase=phase))  # fmt: skip
+    (run_dir / "rank-0.log").write_text("\n".join(lines) + "\n")
+    return run_dir
+
+
+def test_phases_of_one_run_share_its_launch_each_round(tmp_path: Path) -> None:
+    """Points equal but for ``phase`` launch once a round (without ``phase``); each reads
+    its own phase's steady throughput, so the overhead is paired within the run."""
+    clock = FakeClock()
+    launched: list[dict] = []
+
+    def run_one(point: dict) -> Path:
+        launched.append(dict(point))
+        clock.now += 10.0
+        slow = 0.1 * (1 + 0.3 * (len(launched) % 2))  # runs differ by 30%, phases by 10%
+        return _write_phased_run(tmp_path, off=slow, on=slow / 0.9)
+
+    run = {"system": "kungfu-monitor", "monitor": "variance", "alternate": 3}
+    table = run_protocol(
+        [{**run, "phase": "on"}, {**run, "phase": "off"}],
+        run_one,
+        [overhead("on", "off")],
+        Target(rel_ci=0.01, budget_s=1000.0, min_repeats=4),
+        keys=["on", "off"],
+        clock=clock,
+    )
+    assert launched == [run] * 4  # one launch a round, and no phase on its command line
+    row = table.iloc[0]
+    assert row["value"] == pytest.approx(0.1) and row["ci"] == pytest.approx(0.0, abs=1e-9)
+    assert row["repeats"] == 4 and bool(row["resolved"])
+    runs = table.attrs["runs"]
+    assert len(runs) == 8 and runs["run_dir"].nunique() == 4
+    assert len(protocol_run_dirs(table)) == 4
+
+
+def test_a_phase_the_run_lacks_has_no_value(tmp_path: Path) -> None:
+    run = _write_run(tmp_path, {0: [1.0] + [0.1] * 10})
+    assert steady_throughput(run, phase="on")["ranks"] == 0
+    assert math.isnan(steady_throughput(run, phase="on")["total"])
 
 
 def test_bad_arguments_fail_before_any_run() -> None:
