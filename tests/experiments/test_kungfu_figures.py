@@ -276,6 +276,34 @@ def test_fig8_protocol_points_compare_each_setting_with_its_baseline() -> None:
         fig8.protocol_points(p | {"settings": ["sometimes"]}, ["s1"])
 
 
+def test_fig8_kungfus_monitor_pairs_each_setting_within_its_runs() -> None:
+    """At smoke scale KungFu's own monitor switches off and on within a run: a monitored
+    setting is two phases of one launch and has no separate baseline run; a system that
+    cannot alternate keeps separate runs."""
+    from lab.experiments.kungfu import fig8
+
+    p = fig8.DEFAULTS["smoke"] | {"models": ["m"]}
+    assert p["alternate"] > 0 and p["steps"] % (2 * p["alternate"]) == 0
+    points, keys, compared = fig8.protocol_points(p, ["kungfu-monitor", "horovod-gloo"])
+    on, off = keys[0], keys[1]
+    assert on == ("kungfu-monitor", "m", "variance interval 1") and len(off) == 4
+    assert {k: v for k, v in points[0].items() if k != "phase"} == {
+        k: v for k, v in points[1].items() if k != "phase"
+    }
+    assert (points[0]["phase"], points[1]["phase"]) == ("on", "off")
+    assert points[0]["alternate"] == p["alternate"] and points[0]["steps"] == p["steps"]
+    assert keys[2:] == [("horovod-gloo", "m", "baseline"), ("horovod-gloo", "m", *on[2:])]
+    assert all("phase" not in pt and "alternate" not in pt for pt in points[2:])
+    assert [(c.a, c.b) for c in compared] == [(on, off), (keys[3], keys[2])]
+    rows = pd.DataFrame(
+        [_protocol_row("variance interval 1", 0.07, 0.02, True) | {"a": on, "b": off}]
+    )
+    out = fig8.overheads(rows)
+    assert out.loc[0, "pairing"] == fig8.WITHIN_RUNS and out.loc[0, "system"] == "kungfu-monitor"
+    assert "each with the monitor off and on" in out.loc[0, "finding"]
+    assert fig8.DEFAULTS["paper"]["alternate"] == 0  # the artifact's separate runs
+
+
 def test_fig8_overheads_from_protocol_runs_on_step_records(tmp_path) -> None:
     """run_protocol over run directories with known rates: 5% and 20% overheads found."""
     from lab.experiments.kungfu import fig8

@@ -10,6 +10,12 @@ cancels) has a 95% interval within ``target_rel_ci`` or ``budget_s`` is spent
 the protocol's table into one row per setting). The paper prints throughputs, so its
 overheads are derived from them (``derived_overheads``).
 
+Where a system can switch its monitor off and on within one run (``alternate`` > 0, the
+smoke scale's default; lab.bench.alternation), a round is one run and its overhead is
+that of its monitored steps against its own unmonitored ones: runs of one point differ
+here by ~10%, more than the overhead, and that difference cancels within a run. At paper
+scale each setting runs on its own, as the artifact measures.
+
 The status of a setting (``status_of``) compares the published overhead with the lab's
 interval ``overhead ± CI``:
 
@@ -31,9 +37,11 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from lab.bench import alternation
 from lab.errors import NothingMeasured, ParameterError
 from lab.experiments.evidence import where
 from lab.experiments.kungfu.published import KUNGFU_OSDI20
+from lab.experiments.protocol_runner import PHASE
 from lab.experiments.verdicts import Status, Verdict, percent
 
 if TYPE_CHECKING:
@@ -63,6 +71,11 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         # by 9-15 points: 60 s held 3-4 rounds and ± 14-28 points, which holds 0 and the
         # published 20% alike; 120 s holds 7-8 rounds (measured: ± 6 and ± 15 points)
         "settings": [BASELINE, "variance interval 1"],
+        # so each round is one run that switches the monitor off and on every 3 steps
+        # (lab.bench.alternation): what separates runs cancels within the run
+        "alternate": 3,
+        "steps": 24,  # 4 blocks with the monitor off, 4 with it on
+        "warmup_steps": 4,  # every step function traced before timing
         "target_rel_ci": 0.05,  # ±5 points of overhead
         "budget_s": 120.0,
         # rounds before the interval may stop the protocol: with rounds ~10 points apart,
@@ -75,6 +88,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "workers": 4,
         "batch_size": 8,
         "settings": list(SETTINGS),
+        "alternate": 0,  # separate runs per setting, as the artifact measures
         "target_rel_ci": 0.02,
         "budget_s": 1800.0,
         "min_repeats": 5,
@@ -100,30 +114,44 @@ def protocol_points(
         if name not in SETTINGS:
             raise ParameterError("settings", name, ", ".join(SETTINGS))
     chosen = [BASELINE, *(n for n in chosen if n != BASELINE)]
+    block = int(p.get("alternate") or 0)
+    length = {k: p[k] for k in ("steps", "warmup_steps") if p.get(k) is not None}
 
     pts: list[dict[str, Any]] = []
-    keys: list[tuple[str, str, str]] = []
+    keys: list[tuple[str, ...]] = []
     compared: list[Compared] = []
     for s in systems:
+        within = block > 0 and alternates(s)
         for m in p["models"]:
+            base = {"system": s, "model": m, "workers": p["workers"]}
+            base |= {"batch_size": p["batch_size"], **length}
             for name in chosen:
                 monitor, interval = SETTINGS[name]
+                label = f"overhead({s} · {m} · {name})"
+                if within and name != BASELINE:
+                    # one run per round holds both: its steps with the monitor off and on
+                    run = {**base, "monitor": monitor, "interval": interval}
+                    run |= {"alternate": block, "setting": name}
+                    off, on = (s, m, BASELINE, f"within {name}'s runs"), (s, m, name)
+                    keys += [on, off]
+                    pts += [{**run, PHASE: alternation.ON}, {**run, PHASE: alternation.OFF}]
+                    compared.append(overhead(on, off, name=label + " within runs"))
+                    continue
+                if within:
+                    continue  # each monitored setting's runs hold their own baseline
                 keys.append((s, m, name))
-                pts.append(
-                    {
-                        "system": s,
-                        "model": m,
-                        "workers": p["workers"],
-                        "batch_size": p["batch_size"],
-                        "monitor": monitor,
-                        "interval": interval,
-                        "setting": name,
-                    }
-                )
+                pts.append({**base, "monitor": monitor, "interval": interval, "setting": name})
                 if name != BASELINE:
-                    label = f"overhead({s} · {m} · {name})"
                     compared.append(overhead((s, m, name), (s, m, BASELINE), name=label))
     return pts, keys, compared
+
+
+def alternates(system: str) -> bool:
+    """Whether ``system`` can switch its monitor off and on within one run."""
+    from lab.bench.synthetic import ALTERNATING_BACKENDS
+    from lab.experiments.systems import SYSTEMS
+
+    return system in SYSTEMS and SYSTEMS[system].backend in ALTERNATING_BACKENDS
 
 
 def target(p: Mapping[str, Any]) -> Target:
@@ -153,15 +181,18 @@ def runner(scale: str, cluster: Any, trace: Any = None) -> Callable[[Mapping[str
 
 OVERHEAD_COLUMNS = [
     "system", "label", "model", "setting", "overhead", "overhead_ci", "low", "high",
-    "published", "status", "resolved", "repeats", "seconds", "budget_s", "reason", "finding",
+    "published", "status", "resolved", "repeats", "seconds", "budget_s", "reason", "pairing",
+    "finding",
 ]  # fmt: skip
+WITHIN_RUNS, ACROSS_RUNS = "within runs", "across runs"
 
 
 def overheads(table: pd.DataFrame) -> pd.DataFrame:
     """One row per system × model × monitored setting from ``run_protocol``'s table: the
     overhead and its 95% CI, whether the protocol resolved it, the repeats and seconds
-    behind it, the published overhead (NaN where none), the status (``status_of``) and
-    a ``finding`` that says all of it in words."""
+    behind it, whether each repeat paired the monitor with its baseline ``within runs``
+    or ``across runs``, the published overhead (NaN where none), the status
+    (``status_of``) and a ``finding`` that says all of it in words."""
     from lab.experiments.systems import SYSTEMS
 
     rows = table[table["kind"] == "overhead"] if len(table) else table
@@ -182,6 +213,7 @@ def overheads(table: pd.DataFrame) -> pd.DataFrame:
             "seconds": rows["seconds"].astype(float).to_numpy(),
             "budget_s": rows["budget_s"].astype(float).to_numpy(),
             "reason": rows["reason"].to_numpy(),
+            "pairing": [WITHIN_RUNS if len(b) > 3 else ACROSS_RUNS for b in rows["b"]],
         }
     )
     out["label"] = out["system"].map(lambda s: SYSTEMS[s].label if s in SYSTEMS else s)
@@ -200,6 +232,8 @@ def finding(r: Any) -> str:
         return f"not measured ({r.repeats} repeats)"
     spent = max(float(r.budget_s), float(r.seconds))
     how = f"{r.repeats} repeats, {r.seconds / 60:.1f} min"
+    if getattr(r, "pairing", ACROSS_RUNS) == WITHIN_RUNS:
+        how = f"{r.repeats} runs, each with the monitor off and on, {r.seconds / 60:.1f} min"
     overhead = percent(r.overhead, r.overhead_ci, decimals=1)
     if r.resolved:
         said = f"{overhead} ({how}), resolved"
