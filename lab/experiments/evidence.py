@@ -7,7 +7,7 @@ from their manifests, not from the machine the notebook happens to run on now).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -117,6 +117,47 @@ def fastest_pair(
         b = group[group["system"].map(den)]
         if not (a.empty or b.empty):
             return str(model), a.loc[a[value].idxmax()], b.loc[b[value].idxmax()]
+    return None
+
+
+def pair_speedups(
+    keys: Sequence[tuple[str, str, int]], num: Callable[[str], bool], den: Callable[[str], bool]
+) -> list[Any]:
+    """For the protocol: at the largest worker count, every ``num`` system's speedup over
+    every ``den`` one on the same model, as compared quantities on keys ``(system, model,
+    workers)``: a ratio per round, so what a round shares cancels (``paired_speedup``
+    reads it back)."""
+    from lab.metrics.protocol import speedup
+
+    n = max((k[2] for k in keys), default=0)
+    return [
+        speedup(a, b, "speedup({} · {} · {} workers)".format(*a) + f" / {b[0]}")
+        for a in keys
+        for b in keys
+        if a[2] == b[2] == n and a[1] == b[1] and num(a[0]) and den(b[0])
+    ]
+
+
+def paired_speedup(
+    rows: pd.DataFrame,
+    measured: pd.DataFrame | None,
+    num: Callable[[str], bool],
+    den: Callable[[str], bool],
+    value: str = "throughput_total",
+) -> Any:
+    """The protocol's round-by-round speedup of the fastest ``num`` system over the fastest
+    ``den`` one at the largest worker count (the pair ``best_ratio`` compares), as an
+    Estimate; None when the protocol table ``measured`` has no such row with an interval."""
+    from lab.metrics.stats import Estimate
+
+    pair = fastest_pair(rows, num, den, value)
+    if measured is None or pair is None or "kind" not in measured:
+        return None
+    model, x, y = pair
+    want = ((x["system"], model, int(x["workers"])), (y["system"], model, int(y["workers"])))
+    for r in measured[measured["kind"] == "speedup"].itertuples():
+        if (tuple(r.a), tuple(r.b)) == want and r.ci == r.ci:
+            return Estimate(float(r.value), float(r.ci), int(r.repeats))
     return None
 
 

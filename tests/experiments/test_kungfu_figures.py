@@ -159,6 +159,38 @@ def test_fig9_protocol_points_compare_each_point_with_single() -> None:
     assert fig9.target(p).budget_s == fig9.DEFAULTS["smoke"]["budget_s"]
 
 
+def test_fig9_verdict_takes_kungfu_over_horovod_round_by_round(tmp_path) -> None:
+    """Rounds that run faster or slower as a whole (× 1.0, 1.3, 0.8), KungFu 1.2× Horovod
+    in each: the quotient of the two throughputs' intervals holds 1, the ratio per round
+    does not."""
+    from lab.experiments.protocol_runner import run_protocol
+    from lab.metrics.protocol import Target
+
+    p = fig9.DEFAULTS["smoke"] | {"models": ["m"], "workers": [2]}
+    points, keys, compared = fig9.protocol_points(p, ["horovod-mpi", "kungfu-sync"])
+    pair = [(c.a, c.b) for c in compared if c.b and c.b[0] == "horovod-mpi"]
+    assert pair == [(("kungfu-sync", "m", 2), ("horovod-mpi", "m", 2))]
+    made: list[str] = []
+
+    def run_one(point: dict) -> str:
+        made.append(point["system"])
+        scale = {1: 1.0, 2: 1.3, 3: 0.8}[made.count(made[-1])]
+        rate = {"single": 60.0, "horovod-mpi": 100.0, "kungfu-sync": 120.0}[made[-1]] * scale
+        path = tmp_path / f"run-{len(made)}"
+        _steps_run(path, [rate * (1 + 0.01 * ((i % 3) - 1)) for i in range(12)])
+        (path / "manifest.json").write_text('{"params": {}, "state": "succeeded"}')
+        return str(path)
+
+    three = Target(budget_s=1e9, min_repeats=3, max_repeats=3)
+    measured = run_protocol(points, run_one, compared, three, keys=keys)
+    table = fig9.protocol_ideal_table(measured)
+    unpaired = fig9.verdict(table, "smoke", runs=("r",), hardware="h")
+    paired = fig9.verdict(table, "smoke", runs=("r",), hardware="h", measured=measured)
+    assert unpaired.status is Status.NOT_RESOLVED and unpaired.lab_ci > 0.3
+    assert paired.status is Status.REPRODUCED and paired.lab_value == pytest.approx(1.2, rel=0.02)
+    assert paired.lab_ci < 0.05 and "round by round over 3 rounds" in paired.why
+
+
 def _steps_run(path, rates: list[float]):
     """A run directory whose rank 0 printed one step record per rate (samples/s)."""
     from lab.metrics.records import format_record

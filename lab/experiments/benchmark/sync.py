@@ -20,7 +20,14 @@ from typing import Any
 import pandas as pd
 
 from lab.errors import NothingMeasured
-from lab.experiments.evidence import best_ratio, fastest_pair, ratio_status, succeeded, where
+from lab.experiments.evidence import (
+    best_ratio,
+    pair_speedups,
+    paired_speedup,
+    ratio_status,
+    succeeded,
+    where,
+)
 from lab.experiments.kungfu import fig9
 from lab.experiments.verdicts import Status, Verdict
 
@@ -91,41 +98,12 @@ def protocol_points(
     total throughput of each as compared quantities and, at the largest worker count,
     every KungFu system's speedup over every Horovod one (a ratio per round: what a round
     shares cancels; ``verdict`` reads it)."""
-    from lab.metrics.protocol import speedup, throughput
+    from lab.metrics.protocol import throughput
 
     pts = points(p, systems)
     keys = [(str(q["system"]), str(q["model"]), int(q["workers"])) for q in pts]
     compared = [throughput(k, "throughput({} · {} · {} workers)".format(*k)) for k in keys]
-    n = max(k[2] for k in keys) if keys else 0
-    for a in keys:
-        for b in keys:
-            if (
-                a[2] == b[2] == n
-                and a[1] == b[1]
-                and fig9.is_kungfu(a[0])
-                and fig9.is_horovod(b[0])
-            ):
-                compared.append(
-                    speedup(a, b, "speedup({} · {} · {} workers)".format(*a) + f" / {b[0]}")
-                )
-    return pts, keys, compared
-
-
-def paired_speedup(rows: pd.DataFrame, measured: pd.DataFrame | None) -> Any:
-    """The protocol's round-by-round speedup of the fastest KungFu over the fastest Horovod
-    at the largest worker count (the pair ``best_ratio`` compares), as an Estimate; None
-    when the protocol has no such row with an interval."""
-    from lab.metrics.stats import Estimate
-
-    pair = fastest_pair(rows, fig9.is_kungfu, fig9.is_horovod)
-    if measured is None or pair is None or "kind" not in measured:
-        return None
-    model, x, y = pair
-    want = ((x["system"], model, int(x["workers"])), (y["system"], model, int(y["workers"])))
-    for r in measured[measured["kind"] == "speedup"].itertuples():
-        if (tuple(r.a), tuple(r.b)) == want and r.ci == r.ci:
-            return Estimate(float(r.value), float(r.ci), int(r.repeats))
-    return None
+    return pts, keys, compared + pair_speedups(keys, fig9.is_kungfu, fig9.is_horovod)
 
 
 def target(p: Mapping[str, Any]) -> Any:
@@ -241,7 +219,7 @@ def verdict(
         why = f"KungFu and Horovod were not both measured; {words}."
         return Verdict(status=Status.NOT_MEASURED, why=why, **common)
     est, which = compared
-    paired = paired_speedup(rows, measured)
+    paired = paired_speedup(rows, measured, fig9.is_kungfu, fig9.is_horovod)
     if paired is not None:  # the same two systems, round by round
         est, which = paired, f"{which}, round by round over {paired.n} rounds"
     ci = None if est.ci != est.ci else est.ci

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from lab.errors import NothingMeasured
-from lab.experiments.evidence import best_ratio, ratio_status, succeeded, where
+from lab.experiments.evidence import best_ratio, paired_speedup, ratio_status, succeeded, where
 from lab.experiments.kungfu.published import KUNGFU_OSDI20
 from lab.experiments.verdicts import Status, Verdict, percent
 
@@ -87,7 +87,10 @@ def protocol_points(
 ) -> tuple[list[dict[str, Any]], list[Key], list[Compared]]:
     """The protocol's inputs: the points (as ``points``), their keys ``(system, model,
     workers)``, and as compared quantities each model's ``single`` throughput and, per
-    system point, its throughput and its speedup over ``single``."""
+    system point, its throughput and its speedup over ``single``; at the largest worker
+    count also every KungFu system's speedup over every Horovod one, per round (what
+    ``verdict`` judges, given the protocol's table)."""
+    from lab.experiments.evidence import pair_speedups
     from lab.metrics.protocol import speedup, throughput
 
     pts = points(p, systems)
@@ -102,7 +105,7 @@ def protocol_points(
                 throughput(k, _name("throughput", k)),
                 speedup(k, single, _name("speedup", k, single)),
             ]
-    return pts, keys, compared
+    return pts, keys, compared + pair_speedups(keys, is_kungfu, is_horovod)
 
 
 def _name(kind: str, a: Key, b: Key | None = None) -> str:
@@ -325,11 +328,18 @@ def status_of(est: Any) -> Status:
 
 
 def verdict(
-    table: pd.DataFrame, scale: str, runs: Sequence[str] = (), hardware: str | None = None
+    table: pd.DataFrame,
+    scale: str,
+    runs: Sequence[str] = (),
+    hardware: str | None = None,
+    measured: pd.DataFrame | None = None,
 ) -> Verdict:
     """Fig 9's verdict: KungFu's throughput over Horovod's at the largest worker count
     (``status_of`` says when it holds), beside the ratio of the published numbers, with
-    every system's efficiency at that worker count in ``why``.
+    every system's efficiency at that worker count in ``why``. Given the protocol's table
+    ``measured``, the ratio is taken round by round (``evidence.paired_speedup``): a
+    round's start-up and load fall on both engines, where the quotient of the two
+    throughputs' intervals carries both.
 
     Not measured when KungFu or Horovod has no point with an ideal at that count.
 
@@ -356,6 +366,9 @@ def verdict(
         why = f"KungFu and Horovod were not both measured with an ideal; {words}."
         return Verdict(status=Status.NOT_MEASURED, why=why, **common)
     est, which = compared
+    paired = paired_speedup(table, measured, is_kungfu, is_horovod, value="actual")
+    if paired is not None:
+        est, which = paired, f"{which}, round by round over {paired.n} rounds"
     status = status_of(est)
     why = f"{which}; {words}."
     ci = None if math.isnan(est.ci) else est.ci
