@@ -19,6 +19,7 @@ from lab.experiments.easyscale import published
 from lab.experiments.easyscale.runs import EST_LABEL, launch_stage
 from lab.experiments.verdicts import Status, Verdict
 from lab.metrics.figures import add_caption
+from lab.metrics.stats import mean_ci
 
 EXPERIMENT = "easyscale-overhead"
 _SMOKE_BASE = {"batch_size": 16, "image_size": 16, "dataset_size": 512}
@@ -29,7 +30,9 @@ _PAPER_BASE = {"model": "resnet50", "batch_size": 32, "image_size": 224, "datase
 SWITCHING_DEFAULTS = {
     # smoke: Fig 13's saving over a DDP step (~10% of a 3.5 ms step) read 11%, -37%, 13%
     # and 3% in four make runs from one launch of 6 steps per variant: 40 steps (~0.5 s
-    # more) and two repeats, judged per repeat (est_time_verdict)
+    # more) and two repeats, judged by intervals over them (est_time_verdict). One EST
+    # process of a pair still ran 40% slower than the other (3.45 vs 4.95 ms an EST, the
+    # DDP steps 4.36 and 4.42 ms): at this scale the interval holds 0
     "smoke": {"ests": 4, "steps": 40, "repeats": 2, "base": _SMOKE_BASE},
     "paper": {"ests": 8, "steps": 50, "repeats": 3, "base": _PAPER_BASE},
 }
@@ -308,8 +311,12 @@ def est_time_verdict(
 ) -> Verdict:
     """Fig 13, judged as a claim of Fig 11's notebook: an EST that does not sync takes less
     time than a DDP step, and the last EST, which syncs, more than the others. With
-    ``repeats`` (fig13_repeats, two or more) each repeat is judged: reproduced when every
-    repeat shows it, not reproduced when none does, not resolved otherwise."""
+    ``repeats`` (fig13_repeats, two or more) both are judged by their 95% intervals over
+    the repeats: the saving of ESTs 0..N-2, and the other ESTs' saving minus the last
+    one's. Reproduced when both intervals lie above 0, not reproduced when either lies
+    below it, not resolved otherwise. Judged by whether every repeat showed it, two
+    repeats flipped the verdict between make runs (savings of -12% and 21% in one, 31%
+    and 13% in another: reproduced, not reproduced and not resolved in four runs)."""
     claim = "Fig 13: ESTs that do not sync take less time than a DDP step, the syncing one more"
     ref = published.value("Fig 13", setting="ESTs 0-6")
     common = {
@@ -329,28 +336,30 @@ def est_time_verdict(
     ok = other > 0 and last < other
     status = Status.REPRODUCED if ok else Status.NOT_REPRODUCED
     precision = ""
+    lab_ci = None
     if repeats is not None and len(repeats) >= 2:
-        each = (repeats["saving_other_ests"] > 0) & (
-            repeats["saving_last_est"] < repeats["saving_other_ests"]
-        )
+        saving = mean_ci(repeats["saving_other_ests"])
+        gap = mean_ci(repeats["saving_other_ests"] - repeats["saving_last_est"])
         status = (
             Status.REPRODUCED
-            if each.all()
+            if saving.low > 0 and gap.low > 0
             else Status.NOT_REPRODUCED
-            if not each.any()
+            if saving.high < 0 or gap.high < 0
             else Status.NOT_RESOLVED
         )
+        other, lab_ci = saving.mean, saving.ci
         precision = (
-            f"{len(repeats)} interleaved repeats; ESTs 0..N-2 saved "
-            f"{repeats['saving_other_ests'].min():.1%} to {repeats['saving_other_ests'].max():.1%}"
-            f", the last EST {repeats['saving_last_est'].min():.1%} to "
-            f"{repeats['saving_last_est'].max():.1%}; the claim held in {int(each.sum())} of them"
+            f"{len(repeats)} interleaved repeats; ESTs 0..N-2 saved {saving.format(percent=True)}"
+            f" ({repeats['saving_other_ests'].min():.1%} to "
+            f"{repeats['saving_other_ests'].max():.1%}), {gap.format(percent=True)} more than "
+            "the last EST, at 95% over the repeats"
         )
     last_ref = published.value("Fig 13", setting="last EST (syncs)").value
     return Verdict(
         status=status,
         precision=precision,
         lab_value=other,
+        lab_ci=lab_ci,
         why=f"ESTs 0..N-2 take {other:.1%} less than a DDP step "
         f"({numbers['ddp_step_s'] * 1e3:.1f} ms), the last EST with its sync {last:.1%} less "
         f"(published: {ref.value:.1%} and {last_ref:.1%}).",
