@@ -17,6 +17,7 @@ from lab.experiments.easyscale.standin_table import (
     standin_table,
     startup_seconds,
 )
+from lab.experiments.easyscale.standin_visits import visit_tables
 from lab.experiments.easyscale.steptimes import COLUMNS, StepTimes
 
 
@@ -64,6 +65,11 @@ def test_table_from_real_runs(tmp_path) -> None:
     assert (table["step_seconds"] > 0).all()
     assert set(table["measured_as"].str.split(",").str[0]) == {"tiny_cnn 32×32", "tiny_cnn 40×40"}
     assert startup_seconds(results_root=tmp_path) > 0
+    # the same cells once per visit of the sweep's rounds, for an interval over visits
+    visits = visit_tables(table, ws)
+    assert len(visits) == 3 and all(len(v) == 4 for v in visits)
+    assert all((v["step_seconds"] > 0).all() for v in visits)
+    assert any(not v["step_seconds"].equals(table["step_seconds"]) for v in visits)
     # measuring again finds the run and starts nothing
     again = measure(ws, devices, ests=(1, 2), seconds=0.2, results_root=tmp_path)
     assert (again["sweep_status"] == "skipped").all()

@@ -139,6 +139,22 @@ def test_verdicts_are_computed_from_the_simulation(simulated) -> None:
         fig14_verdicts(summary.iloc[0:0], "smoke", "x")
 
 
+def test_fig14_by_visit_is_judged_by_the_interval_over_visits(simulated) -> None:
+    """Visits that agree resolve the direction even under the tie band; visits that
+    disagree leave it not resolved, whatever the whole table's point says."""
+    summary, _ = simulated
+    point = fig14_verdicts(summary, "smoke", "x")
+    agree = fig14_verdicts(summary, "smoke", "x", by_visit=[summary, summary, summary])
+    for p, v in zip(point, agree, strict=True):
+        assert v.lab_value == pytest.approx(p.lab_value) and v.lab_ci == pytest.approx(0.0)
+        want = Status.REPRODUCED if v.lab_value > 1 else Status.NOT_REPRODUCED
+        assert v.status == want and "over 3 visits" in v.why
+    flipped = summary.assign(mean_jct=summary["mean_jct"][::-1].to_numpy())
+    split = fig14_verdicts(summary, "smoke", "x", by_visit=[summary, flipped])
+    assert split[0].status == Status.NOT_RESOLVED and split[0].lab_ci > 0
+    assert fig14_verdicts(summary, "smoke", "x", by_visit=[summary])[0].lab_ci is None
+
+
 def test_figures_show_the_lab_beside_the_paper(simulated) -> None:
     summary, results = simulated
     fig = jct_makespan_bars(summary, caption="smoke")
