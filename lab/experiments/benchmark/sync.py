@@ -47,13 +47,14 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         # tiny_cnn steps take 3-8 ms here: the scale's 15 steps were 40-120 ms of
         # measuring after ~5 s of start-up, and one round's KungFu/Horovod ratio 1.5-2.5
         "steps": 300,
-        # a round of the four points is ~25-32 s here (ranks pinned to cores, 300 steps,
-        # steps traced without AutoGraph): the budget buys four rounds (one starts only if
-        # it should end within the budget). Two rounds gave a t interval on one degree of
-        # freedom (t = 12.7): KungFu/Horovod 1.26-1.96 with ± 0.37-2.1, "reproduced" in
-        # one make run of five
+        # a run is 4-8 s here (ranks pinned to cores, 300 steps, steps traced without
+        # AutoGraph, warm-up garbage frozen), a round of the four points ~20 s, fewer once
+        # the 1-worker throughputs are precise: 130 s held 25 runs, eight rounds of the
+        # 2-worker pair (KungFu/Horovod 1.99 ± 0.45 round by round); 100 s holds ~six. Two
+        # rounds gave a t interval on one degree of freedom (t = 12.7): KungFu/Horovod
+        # 1.26-1.96 with ± 0.37-2.1, "reproduced" in one make run of five
         "target_rel_ci": 0.05,
-        "budget_s": 130.0,
+        "budget_s": 100.0,
     },
     "paper": {
         "systems": ["horovod-gloo", "horovod-mpi", "mwms", "kungfu-sync", "kungfu-artifact-sync"],
