@@ -184,6 +184,8 @@ def test_fig9_verdict_takes_kungfu_over_horovod_round_by_round(tmp_path) -> None
     three = Target(budget_s=1e9, min_repeats=3, max_repeats=3)
     measured = run_protocol(points, run_one, compared, three, keys=keys)
     table = fig9.protocol_ideal_table(measured)
+    assert table["system"].tolist() == ["horovod-mpi", "kungfu-sync"]  # one row a point
+    assert table["ideal"].tolist() == pytest.approx([2 * 60.0 * 1.033] * 2, rel=0.01)
     unpaired = fig9.verdict(table, "smoke", runs=("r",), hardware="h")
     paired = fig9.verdict(table, "smoke", runs=("r",), hardware="h", measured=measured)
     assert unpaired.status is Status.NOT_RESOLVED and unpaired.lab_ci > 0.3

@@ -139,6 +139,8 @@ def protocol_ideal_table(table: pd.DataFrame) -> pd.DataFrame:
             last[r.point] = str(r.run_dir)
     rows = []
     for r in table[table["kind"] == "speedup"].itertuples():
+        if r.b[0] != SINGLE:
+            continue  # a system over another (verdict reads those), not over the ideal
         system, model, n = r.a
         single, actual = rate.get(r.b), rate.get(r.a)
         if single is None or actual is None or pd.isna(single.value) or pd.isna(actual.value):
