@@ -199,7 +199,7 @@ def test_fig13_over_repeats_is_judged_by_intervals_over_the_repeats() -> None:
     reps = pd.DataFrame({"repeat": [0, 1, 2], "saving_other_ests": [0.11, 0.12, 0.13],
                          "saving_last_est": [0.01, 0.03, 0.02]})  # fmt: skip
     v = overhead.est_time_verdict(numbers, "smoke", "t", repeats=reps)
-    assert "3 interleaved repeats" in v.precision_sentence() and "12% ± 2.5%" in v.precision
+    assert "3 interleaved repeats" in v.precision_sentence() and "12.0% ± 2.5%" in v.precision
     assert v.lab_value == pytest.approx(0.12) and v.lab_ci == pytest.approx(0.0248, abs=1e-3)
 
 

@@ -17,7 +17,7 @@ from lab.bench.easyscale.config import Config
 from lab.errors import NothingMeasured
 from lab.experiments.easyscale import published
 from lab.experiments.easyscale.runs import EST_LABEL, launch_stage
-from lab.experiments.verdicts import Status, Verdict
+from lab.experiments.verdicts import Status, Verdict, percent
 from lab.metrics.figures import add_caption
 from lab.metrics.stats import mean_ci
 
@@ -349,10 +349,10 @@ def est_time_verdict(
         )
         other, lab_ci = saving.mean, saving.ci
         precision = (
-            f"{len(repeats)} interleaved repeats; ESTs 0..N-2 saved {saving.format(percent=True)}"
-            f" ({repeats['saving_other_ests'].min():.1%} to "
-            f"{repeats['saving_other_ests'].max():.1%}), {gap.format(percent=True)} more than "
-            "the last EST, at 95% over the repeats"
+            f"{len(repeats)} interleaved repeats; ESTs 0..N-2 saved "
+            f"{percent(saving.mean, saving.ci, 1)} ({repeats['saving_other_ests'].min():.1%} "
+            f"to {repeats['saving_other_ests'].max():.1%}), {percent(gap.mean, gap.ci, 1)} more "
+            "than the last EST, at 95% over the repeats"
         )
     last_ref = published.value("Fig 13", setting="last EST (syncs)").value
     return Verdict(
