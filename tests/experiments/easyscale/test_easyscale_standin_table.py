@@ -10,6 +10,7 @@ import pytest
 from lab.errors import NothingMeasured, ParameterError
 from lab.experiments.easyscale.simulator import simulate
 from lab.experiments.easyscale.standin_table import (
+    ROUNDS,
     DeviceStandIn,
     WorkloadStandIn,
     measure,
@@ -67,7 +68,7 @@ def test_table_from_real_runs(tmp_path) -> None:
     assert startup_seconds(results_root=tmp_path) > 0
     # the same cells once per visit of the sweep's rounds, for an interval over visits
     visits = visit_tables(table, ws)
-    assert len(visits) == 3 and all(len(v) == 4 for v in visits)
+    assert len(visits) == ROUNDS and all(len(v) == 4 for v in visits)
     assert all((v["step_seconds"] > 0).all() for v in visits)
     assert any(not v["step_seconds"].equals(table["step_seconds"]) for v in visits)
     # measuring again finds the run and starts nothing
