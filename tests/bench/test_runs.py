@@ -46,6 +46,30 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
+def consecutive_free_ports(n: int, tries: int = 50) -> int:
+    """The first of ``n`` consecutive ports free on 127.0.0.1 (mwms worker i listens on
+    base + i); a base from the OS whose neighbour was taken made a rank fail to start
+    its gRPC server."""
+    for _ in range(tries):
+        socks: list[socket.socket] = []
+        try:
+            first = socket.socket()
+            socks.append(first)
+            first.bind(("127.0.0.1", 0))
+            base = first.getsockname()[1]
+            for i in range(1, n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", base + i))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError(f"no {n} consecutive free ports in {tries} tries")
+
+
 def start_all(
     cmds: list[tuple[list[str], dict[str, str]]], tmp_path: Path
 ) -> list[tuple[int, str]]:
@@ -105,7 +129,7 @@ def test_single_tiny_cnn_prints_every_record_kind():
 
 
 def test_mwms_two_workers_with_variance_monitor(tmp_path):
-    (base,) = free_ports(1)
+    base = consecutive_free_ports(2)
     cmds = [
         (
             bench(
@@ -123,7 +147,6 @@ def test_mwms_two_workers_with_variance_monitor(tmp_path):
         )
         for r in range(2)
     ]
-    # Two ports: base and base+1 must both be free; retry is not worth it on a quiet host.
     results = start_all(cmds, tmp_path)
     values = []
     for rank, (code, text) in enumerate(results):
