@@ -122,6 +122,19 @@ def test_recovered_fraction_is_the_rate_after_over_the_rate_before_with_an_inter
     assert with_tail.mean == pytest.approx(1.0, abs=0.03)
 
 
+def test_recovered_fraction_leaves_the_ramp_out_of_the_rate_before() -> None:
+    """By default "before" is every steady bin before the revocation: the slow first
+    seconds of a run (TF's first steps) are cut by MSER, a fixed window keeps them."""
+    steps = _two_ranks(60, 60, 0.2, 5)
+    ramp = steps["ended_at"] < 1002.0
+    slow = steps[ramp].assign(ended_at=1000.0 + (steps[ramp]["ended_at"] - 1000.0) * 3)
+    ramped = pd.concat([slow[slow["ended_at"] < 1002.0], steps[~ramp]], ignore_index=True)
+    steady = revocation.recovered_fraction(ramped, 1010.0, 1011.0)
+    assert steady.mean == pytest.approx(1.0, abs=0.05)
+    whole = revocation.recovered_fraction(ramped, 1010.0, 1011.0, before=10.0)
+    assert whole.mean > steady.mean + 0.05
+
+
 def test_recovered_fraction_needs_time_on_both_sides() -> None:
     steps = _two_ranks(60, 60, 0.2, 4)
     with pytest.raises(NothingMeasured, match=r"two 0\.5-s bins"):
