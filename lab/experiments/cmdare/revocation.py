@@ -15,6 +15,7 @@ point, each one run of ``lab.bench.synthetic --backend ps``:
 
 from __future__ import annotations
 
+import math
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -23,18 +24,21 @@ from typing import Any
 from lab.errors import NothingMeasured, ParameterError
 
 SCALES: dict[str, dict[str, Any]] = {
-    # smoke: a worker is revoked ~10 s into the run (the rate before is taken over the last
-    # rev.BEFORE s of them) and the survivor has ~425 steps left (~18 s; a cold replacement,
-    # started at full speed, ran its first step ~7 s after, so ~9 s of "after" remain); a
-    # chief revoked 275 steps after its checkpoint at 300 has ~80 to go once back there
-    "smoke": {"model": "tiny_cnn", "batch_size": 32, "steps": 340, "worker_steps": 650,
+    # smoke: a worker is revoked ~10 s into the run (the rate before is taken over the
+    # steady seconds before it) and the survivor has ~425 steps left (~18 s; a cold
+    # replacement, started at full speed, ran its first step ~6 s after, so ~10 s of "after"
+    # remain). A chief run ends ``chief_after`` global steps after the job is back at the
+    # step it had reached: the steps after that measured nothing (with 340 steps per
+    # worker they were 7 s of the since=25 run's 31 s)
+    "smoke": {"model": "tiny_cnn", "batch_size": 32, "chief_after": 40, "worker_steps": 650,
               "cpu": 0.4, "checkpoint_every": 300, "revoke_at": 450, "delay": 1.0,
               "timeout": 240, "checkpoint_steps": 4},
-    "paper": {"model": "cifar_resnet32", "batch_size": 128, "steps": 4000, "worker_steps": 4000,
-              "cpu": 1.0, "checkpoint_every": 2000, "revoke_at": 2000, "delay": 30.0,
-              "timeout": 3600, "checkpoint_steps": 10},
+    "paper": {"model": "cifar_resnet32", "batch_size": 128, "chief_after": 200,
+              "worker_steps": 4000, "cpu": 1.0, "checkpoint_every": 2000, "revoke_at": 2000,
+              "delay": 30.0, "timeout": 3600, "checkpoint_steps": 10},
 }  # fmt: skip
 KINDS = ("worker", "chief", "checkpoint")
+WARMUP = 2  # warm-up steps per worker
 MODES = ("cold", "warm")
 EXPERIMENT = "cmdare/revocation"
 KEY = ["kind", "mode", "since", "model", "scale"]
@@ -79,6 +83,15 @@ def points(
     return out
 
 
+def chief_steps(point: Mapping[str, Any], workers: int) -> int:
+    """Steps per worker of a chief-revocation run: the ps chief schedules
+    ``(warm-up + steps) x workers`` global steps, and the run needs only to get back to the
+    step it had reached (checkpoint + since) and ``chief_after`` beyond it."""
+    s = SCALES[point["scale"]]
+    needed = s["checkpoint_every"] + int(point["since"]) + s["chief_after"]
+    return math.ceil(needed / workers) - WARMUP
+
+
 def launch_point(point: Mapping[str, Any], view: Any = "auto") -> Any:
     """Run one point; its RunResult (not raising when the run failed)."""
     from lab.cluster import launch
@@ -91,7 +104,8 @@ def launch_point(point: Mapping[str, Any], view: Any = "auto") -> Any:
     model = point["model"] or s["model"]
     batch = 8 if kind == "checkpoint" else s["batch_size"]
     argv = [sys.executable, "-m", "lab.bench.synthetic", "--backend", "ps", "--model", model,
-            "--batch-size", str(batch), "--warmup-steps", "2", "--image-size", "32"]  # fmt: skip
+            "--batch-size", str(batch), "--warmup-steps", str(WARMUP), "--image-size",
+            "32"]  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="distlab-ckpt-") as ckpt:
         if kind == "checkpoint":
             workers, hosts, link = 1, 3, "100mbit"
@@ -101,7 +115,8 @@ def launch_point(point: Mapping[str, Any], view: Any = "auto") -> Any:
             options = {"num_ps": 1, "ps_hosts": ["h2"], "chief_host": "h3"}
         else:
             workers, hosts, link = 2, 5 if point["mode"] == "warm" else 4, "1gbit"
-            argv += ["--steps", str(s["worker_steps" if kind == "worker" else "steps"])]
+            steps = s["worker_steps"] if kind == "worker" else chief_steps(point, workers)
+            argv += ["--steps", str(steps)]
             options = {"num_ps": 1, "ps_hosts": ["h3"], "chief_host": "h4"}
             if kind == "worker":
                 faults = [Revocation("h2", at_step=s["revoke_at"], replace=point["mode"],
