@@ -51,7 +51,7 @@ class Config:
     threads: int = 0
     port_base: int = 0
     ps_wait: float = 600.0
-    chief_grace: float = 60.0
+    chief_grace: float = 0.0
     checkpoint_dir: str = ""
     checkpoint_every: int = 0
 
@@ -96,9 +96,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--chief-grace",
         type=float,
-        default=60.0,
+        default=0.0,
         help="ps/worker tasks: seconds to wait for a chief whose host vanished (revoked) to "
-        "come back; a chief that ended (its host refuses the connection) ends them at once",
+        "come back, when its replacement is planned; 0 (none planned): a chief that stops "
+        "answering counts as ended, like one whose host refuses the connection",
     )
     p.add_argument(
         "--checkpoint-dir",

@@ -30,6 +30,43 @@ def test_probe_tells_up_refused_and_gone(monkeypatch: pytest.MonkeyPatch) -> Non
         assert ps._probe("10.0.0.1:23450") == "gone"
 
 
+def _scripted_probe(monkeypatch: pytest.MonkeyPatch, answers: list[str]) -> list[str]:
+    """``ps._probe`` answering ``answers`` in turn (the last one forever), with no sleeps;
+    returns the list of answers given."""
+    given: list[str] = []
+
+    def probe(_address: str, timeout: float = 1.0) -> str:
+        given.append(answers[min(len(given), len(answers) - 1)])
+        return given[-1]
+
+    monkeypatch.setattr(ps, "_probe", probe)
+    monkeypatch.setattr(ps, "POLL_SECONDS", 0.0)
+    return given
+
+
+def test_a_chief_that_stops_answering_ends_the_task_when_no_replacement_is_planned(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A probe queued behind a saturated link times out ("gone") as the chief ends; with no
+    replacement planned that is an end like a refusal, not a 60-s wait and a failure."""
+    given = _scripted_probe(monkeypatch, ["up", "up", "gone", "refused"])
+    assert ps.watch_chief("10.0.0.4:23450", wait=5, grace=0) == 0
+    assert given == ["up", "up", "gone", "refused", "refused"]
+
+
+def test_a_vanished_chief_is_waited_for_when_a_replacement_is_planned(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # revoked, its replacement starting (refusals), up, then ended: the task ends with 0
+    back = ["up", "gone", "gone", "refused", "refused", "refused", "refused", "up", "refused"]
+    given = _scripted_probe(monkeypatch, back)
+    assert ps.watch_chief("10.0.0.4:23450", wait=5, grace=30) == 0
+    assert given == [*back, "refused", "refused"]
+    # no replacement answers within the grace: the task ends with 1
+    _scripted_probe(monkeypatch, ["up", "gone", "refused"])
+    assert ps.watch_chief("10.0.0.4:23450", wait=5, grace=0.05) == 1
+
+
 def test_latest_checkpoint_is_the_highest_complete_step(tmp_path: Path) -> None:
     assert checkpoints.latest(str(tmp_path)) is None
     for name in ("ckpt-100.index", "ckpt-100.data-00000-of-00001", "ckpt-300.index",

@@ -8,9 +8,12 @@ also come from LAB_PS_ROLE / LAB_PS_INDEX):
   each server task polls that address: it waits (at most ``--ps-wait`` seconds) for the
   chief to answer, then exits 0 once the chief's host refuses connections (the chief
   ended). No shared filesystem and no extra channel is needed, and every process ends on
-  its own after the chief ends. A chief whose host stops answering at all (revoked, see
-  lab.cluster.faults) may be replaced: the tasks then wait ``--chief-grace`` seconds for a
-  chief to answer again.
+  its own after the chief ends. Where a chief's replacement is planned (``--chief-grace``
+  seconds), a chief whose host stops answering at all (revoked, see lab.cluster.faults)
+  is waited for that long. Without one, no answer counts as an end too: a server task (a
+  0.1-core PS behind a 30 Mbit/s link) once got no answer within the probe's 1 s just as
+  the chief ended, waited 60 s, and failed the run. (The cause was not found: a bulk TCP
+  flow on such a link delayed a connect by at most 0.1 s here.)
 - the ``chief`` builds the model under ``strategy.scope()`` (variables live on the ps
   tasks), schedules ``(warmup + steps) × workers`` steps through a ClusterCoordinator, and
   reports. Closures go to whichever worker is free, so a fast worker runs more steps.
@@ -96,13 +99,14 @@ def _probe(address: str, timeout: float = 1.0) -> str:
         return "gone"
 
 
-def watch_chief(address: str, wait: float, grace: float = 60.0) -> int:
+def watch_chief(address: str, wait: float, grace: float = 0.0) -> int:
     """Block while the chief runs; 0 once it has come and gone, 1 if it never came.
 
     A chief that ends leaves its host refusing connections: the task ends after a few
-    refusals. A chief whose host vanishes (revoked) may be replaced: the task waits up to
-    ``grace`` seconds for a chief to answer again, refusals included (a replacement
-    starting up), and ends with 1 if none does.
+    refusals. With a ``grace`` (a replacement is planned), a chief whose host vanishes
+    (revoked) is waited for up to ``grace`` seconds, refusals included (a replacement
+    starting up), and the task ends with 1 if none answers. Without one, no answer counts
+    as a refusal.
     """
     deadline = time.monotonic() + wait
     while _probe(address) != "up":
@@ -121,7 +125,7 @@ def watch_chief(address: str, wait: float, grace: float = 60.0) -> int:
                 print(f"chief {address} is back", file=sys.stderr, flush=True)
             misses, lost_since = 0, None
             continue
-        if state == "gone" and lost_since is None:
+        if state == "gone" and lost_since is None and grace > 0:
             lost_since = time.monotonic()
             print(f"chief {address} vanished; waiting {grace:.0f} s", file=sys.stderr, flush=True)
         if lost_since is not None:

@@ -32,10 +32,10 @@ SCALES: dict[str, dict[str, Any]] = {
     # worker they were 7 s of the since=25 run's 31 s)
     "smoke": {"model": "tiny_cnn", "batch_size": 32, "chief_after": 40, "worker_steps": 650,
               "cpu": 0.4, "checkpoint_every": 300, "revoke_at": 450, "delay": 1.0,
-              "timeout": 240, "checkpoint_steps": 4},
+              "timeout": 240, "checkpoint_steps": 4, "chief_grace": 60.0},
     "paper": {"model": "cifar_resnet32", "batch_size": 128, "chief_after": 200,
               "worker_steps": 4000, "cpu": 1.0, "checkpoint_every": 2000, "revoke_at": 2000,
-              "delay": 30.0, "timeout": 3600, "checkpoint_steps": 10},
+              "delay": 30.0, "timeout": 3600, "checkpoint_steps": 10, "chief_grace": 300.0},
 }  # fmt: skip
 KINDS = ("worker", "chief", "checkpoint")
 WARMUP = 2  # warm-up steps per worker
@@ -124,7 +124,9 @@ def launch_point(point: Mapping[str, Any], view: Any = "auto") -> Any:
                                      else None)]  # fmt: skip
             else:
                 every = s["checkpoint_every"]
-                argv += ["--checkpoint-dir", ckpt, "--checkpoint-every", str(every)]
+                # the servers wait up to chief_grace s for the chief's replacement
+                argv += ["--checkpoint-dir", ckpt, "--checkpoint-every", str(every),
+                         "--chief-grace", str(s["chief_grace"])]  # fmt: skip
                 at = every + int(point["since"])
                 faults = [Revocation("h4", at_step=at, replace="cold", delay=s["delay"])]
         return launch(
