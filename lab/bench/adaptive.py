@@ -20,7 +20,8 @@ same decision everywhere. ``--seeds N`` trains N times in one launch (seeds ``se
 ``seed + N - 1``: the sampling streams differ, the teacher is the same), so intervals over
 seeds cost one start-up. Records: ``step`` {seed, step, samples (this rank's), batch_size
 (global), size, seconds, loss, eval_loss, noise_scale, warmup}, an ``event`` {"name":
-"batch_size", "old", "new"} on each change, and per seed a ``summary`` with the training
+"batch_size", "old", "new"} on each change, one {"name": "gc_frozen"} before each seed's
+steps (lab.bench.backends.common.freeze_garbage), and per seed a ``summary`` with the training
 time (the steps' seconds; evaluation is not counted), steps and samples to
 ``--target-loss``. ``--policy fixed`` is the fixed-batch baseline.
 """
@@ -180,6 +181,7 @@ def _train(ns: argparse.Namespace, task: Any, target: float, seed: int, hvd: Any
     import numpy as np
 
     from lab.bench import monitors
+    from lab.bench.backends import common
 
     policy: AdaptiveBatchPolicy | FixedBatchPolicy
     if ns.policy == "fixed":
@@ -192,6 +194,7 @@ def _train(ns: argparse.Namespace, task: Any, target: float, seed: int, hvd: Any
     rng = np.random.default_rng([seed, 2, rank])
     gns_ema = monitors.NoiseScaleEMA()
     batch, trained, reached, samples_seen, rates = ns.batch_size, 0.0, None, 0, []
+    common.freeze_garbage(rank, seed=seed)  # no full collection inside a timed step
     for step in range(ns.steps):
         t0 = time.perf_counter()
         local_b = batch // size

@@ -148,6 +148,11 @@ def test_noise_scale_grows_and_the_policy_acts_on_it() -> None:
     summary = next(r for r in recs if r["kind"] == "summary" and r["rank"] == 0)
     assert summary["steps_to_target"] == len(steps) and summary["time_to_target"] > 0
     assert summary["eval_loss"] <= summary["target_loss"]
+    # the garbage was frozen once per rank, before the seed's first timed step
+    mine = [r for r in recs if r["rank"] == 0 and r["kind"] in ("step", "event")]
+    frozen = [i for i, r in enumerate(mine) if r.get("name") == "gc_frozen"]
+    assert len(frozen) == 1 and mine[frozen[0] + 1] == steps[0]
+    assert mine[frozen[0]]["seed"] == steps[0]["seed"] and steps[0]["step"] == 0
 
 
 @pytest.mark.slow

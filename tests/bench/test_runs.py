@@ -193,6 +193,10 @@ def test_parameter_servers_one_ps_two_workers_and_chief(tmp_path):
     assert all(h["world_size"] == 2 and h["backend"] == "ps" for h in heads)
     steps = [r for r in chief if r["kind"] == "step"]
     assert len(steps) == 2 * (2 + 4)
+    # the chief froze its garbage once, after scheduling and before it read any step
+    frozen = [i for i, r in enumerate(chief) if r.get("name") == "gc_frozen"]
+    assert len(frozen) == 1 and chief[frozen[0]]["reporter"] == "chief"
+    assert frozen[0] < chief.index(steps[0])
     for rank in (0, 1):
         mine = [r for r in steps if r["rank"] == rank]
         assert mine and all(r["worker"] == rank for r in mine)

@@ -257,7 +257,7 @@ def run_loop(
     """
     for i in range(cfg.warmup_steps + cfg.steps):
         if i == cfg.warmup_steps:
-            freeze_garbage(reporter)
+            freeze_garbage(reporter.rank)
         start = time.perf_counter()
         loss, outputs = step_fn(i)
         loss = float(loss)  # waits for the step to finish
@@ -268,14 +268,15 @@ def run_loop(
     reporter.summary()
 
 
-def freeze_garbage(reporter: Reporter) -> None:
+def freeze_garbage(rank: int, **fields: Any) -> None:
     """Collect the garbage so far and exclude what survives from later collections;
-    an ``event`` ``gc_frozen`` records the objects collected and the seconds it took."""
+    an ``event`` ``gc_frozen`` records the objects collected and the seconds it took
+    (with ``fields``, e.g. the seed whose timed steps follow)."""
     start = time.perf_counter()
     collected = gc.collect()
     gc.freeze()
     seconds = round(time.perf_counter() - start, 6)
-    emit("event", name="gc_frozen", rank=reporter.rank, collected=collected, seconds=seconds)
+    emit("event", name="gc_frozen", rank=rank, collected=collected, seconds=seconds, **fields)
 
 
 def rank_versions() -> dict[str, str | None]:

@@ -226,6 +226,9 @@ def train(tf: Any, cfg: Config, cluster: dict[str, Any]) -> NoReturn:
 
     total = (cfg.warmup_steps + cfg.steps) * workers - first
     pending = [coordinator.schedule(step_fn, args=(iterator,)) for _ in range(total)]
+    # traced and scheduled: what survives is kept out of later collections, which would
+    # otherwise stop the chief's dispatch threads (they need the GIL) in a timed step
+    common.freeze_garbage(0, reporter="chief")
     done: dict[int, int] = {}
     last_end: dict[int, float] = {}
     # A worker runs its closures in order, so fetching in order keeps per-worker order.
