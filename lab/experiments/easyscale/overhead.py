@@ -377,9 +377,11 @@ def levels_verdict(
     """D1 costs less than D1+D2 on every device type, by more than ``LEVELS_MARGIN``
     (reproduced); D1+D2 cheaper by more than it somewhere (not reproduced); else not
     resolved. ``per_repeat`` (``repeat_ratios``): with two or more repeats, a device type
-    counts only where every repeat is beyond the margin on the same side (two smoke repeats
-    of 8 ms steps spread 0.66–1.01). ``runs``: the run directories the table was read
-    from."""
+    counts only where the 95% interval of D1+D2 / D1 over the repeats is wholly beyond the
+    margin on one side. Two smoke repeats of 8 ms steps spread 0.66–1.51; "every repeat on
+    the same side" let two repeats at 0.66 and 0.76 (after 0.96–1.12 and 0.97–1.03 in the
+    make runs before) say D2 makes the slow type faster. ``runs``: the run directories the
+    table was read from."""
     t = table.pivot(index="device_type", columns="level", values="relative_time")
     if not {"D1", "D1+D2"} <= set(t.columns):
         return Verdict(
@@ -395,14 +397,25 @@ def levels_verdict(
     status = _levels_status(more, more)
     spread, precision = "", "one launch per (device type, level): no spread to judge by"
     if per_repeat is not None and per_repeat["repeat"].nunique() >= 2:
+        from lab.metrics.stats import mean_ci
+
         n = per_repeat["repeat"].nunique()
         by_type = per_repeat.groupby("device_type")["d2_over_d1"]
-        low, high = by_type.min(), by_type.max()
+        est = {d: mean_ci(v.astype(float)) for d, v in by_type}
+        low = pd.Series({d: e.mean - e.ci for d, e in est.items()})
+        high = pd.Series({d: e.mean + e.ci for d, e in est.items()})
         status = _levels_status(low, high)
-        precision = f"{n} interleaved repeats; D1+D2 / D1 over them: " + ", ".join(
-            f"{d} {low[d]:.2f}–{high[d]:.2f}" for d in low.index
+        precision = (
+            f"{n} interleaved repeats; D1+D2 / D1 over them at 95%: "
+            + ", ".join(f"{d} {e.mean:.2f} ± {e.ci:.2f}" for d, e in est.items())
+            + " (repeats "
+            + ", ".join(f"{d} {v.min():.2f}–{v.max():.2f}" for d, v in by_type)
+            + ")"
         )
-        spread = " Judged on every repeat: a device type counts where all of them agree."
+        spread = (
+            " Judged on the interval over the repeats: a device type counts where it is"
+            " wholly beyond the margin."
+        )
     ref = published.value("Fig 12", system="EasyScale D1+D2", setting="max")
     return Verdict(
         paper=published.EASYSCALE_SC23,
