@@ -89,6 +89,19 @@ def test_verdict_not_reproduced_when_the_gain_grows_with_bandwidth() -> None:
         analysis.verdict(table, "resnet_like", "smoke", "test")
 
 
+def test_verdict_not_resolved_when_the_peak_gains_interval_holds_no_gain() -> None:
+    """Smoke runs of three timed steps: a +56% peak with ± 96% is no evidence either way."""
+    wide = summary_of({"baseline": [10, 20, 40], "p3": [13, 30, 41]})
+    wide["throughput_total_ci"] = 12.0
+    v = analysis.verdict(analysis.gains(wide), "vgg_like", "smoke", "test")
+    assert v.status is Status.NOT_RESOLVED and "not resolved at this scale" in v.why
+    # an interval wholly below 5%: no gain, resolved
+    none = summary_of({"baseline": [10, 20, 40], "p3": [9, 18, 40]})
+    none["throughput_total_ci"] = 0.1
+    v = analysis.verdict(analysis.gains(none), "vgg_like", "smoke", "test")
+    assert v.status is Status.NOT_REPRODUCED and "not clearly above 5%" in v.why
+
+
 def records() -> pd.DataFrame:
     """Two ranks' records of steps 3 and 4 for a two-layer model, as the ranks print them."""
     rows = []
