@@ -25,11 +25,15 @@ def visit_tables(
     table value.
 
     Raises:
-        NothingMeasured: the table's runs have no step tagged with a visit.
+        NothingMeasured: the table is not the stand-ins' (no ``run_dir``, or a workload
+            without a stand-in: a paper-scale table), or its runs have no step tagged
+            with a visit.
     """
     from lab.metrics.layout import read_manifest
 
     stand_in = {w.workload: w for w in workloads}
+    if "run_dir" not in table or not set(table["workload"]) <= set(stand_in):
+        raise NothingMeasured("the step-time table is not the stand-ins': no visits to read")
     per_cell: list[pd.DataFrame] = []
     for run_dir, rows in table.groupby("run_dir", sort=False):
         steps = _visit_steps(run_dir)
@@ -89,7 +93,7 @@ def summaries_by_visit(
 
     try:
         tables = visit_tables(table)
-    except (NothingMeasured, KeyError):
+    except NothingMeasured:
         return []
     return [
         compare_policies(trace, t, cluster, interval_s=interval_s, restart_s=restart_s)[0]

@@ -52,6 +52,17 @@ def test_nothing_measured_is_an_error(tmp_path) -> None:
         measure(devices=[DeviceStandIn("v100"), DeviceStandIn("v100")], results_root=tmp_path)
 
 
+def test_a_table_that_is_not_the_stand_ins_has_no_visits() -> None:
+    """A paper-scale table (no stand-in runs) falls back to one table, by name, not by
+    any KeyError on the way."""
+    paper = pd.DataFrame({"workload": ["bert"], "device_type": ["v100"],
+                          "ests_per_device": [1], "step_seconds": [0.1]})  # fmt: skip
+    with pytest.raises(NothingMeasured, match="not the stand-ins'"):
+        visit_tables(paper)
+    with pytest.raises(NothingMeasured, match="not the stand-ins'"):
+        visit_tables(paper.assign(run_dir="r", workload="gpt-9"))
+
+
 @pytest.mark.slow
 def test_table_from_real_runs(tmp_path) -> None:
     """One tiny local run measures two sizes × two ks; its records become rows the
