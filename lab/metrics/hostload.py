@@ -54,3 +54,24 @@ def utilisation(run_dir: str | Path, start: float, end: float) -> Any:
     if not rows:
         raise NothingMeasured(f"{run_dir}: fewer than two host samples in the window")
     return pd.DataFrame(rows)
+
+
+def outside_load(run_dir: str | Path, start: float, end: float) -> float:
+    """Cores the machine spent outside the run's hosts over [start, end] (epoch seconds),
+    averaged over the samples lab.cluster.emulation.hoststats wrote to ``hosts.jsonl``;
+    NaN where there are none (not an emulated run, or no sample in the window)."""
+    import json
+    import math
+
+    path = Path(run_dir) / "hosts.jsonl"
+    values = []
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            t, v = rec.get("time"), rec.get("outside_cores")
+            if rec.get("host") is None and isinstance(v, int | float) and start <= t <= end:
+                values.append(float(v))
+    return math.fsum(values) / len(values) if values else math.nan

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +90,16 @@ def test_utilisation_from_host_samples(tmp_path: Path) -> None:
     assert use["link_util"] == pytest.approx(0.5)
     with pytest.raises(NothingMeasured):
         hostload.utilisation(tmp_path / "nothing", 0, 1)
+
+
+def test_outside_load_is_the_machine_rows_mean_in_the_window(tmp_path) -> None:
+    lines = [{"t": 0.5 * i, "time": 100.0 + 0.5 * i, "host": None, "outside_cores": 0.1 * i}
+             for i in range(10)]  # fmt: skip
+    lines += [{"t": 1.0, "time": 101.0, "host": "h1", "cpu_s": 3.0}]
+    (tmp_path / "hosts.jsonl").write_text("\n".join(map(json.dumps, lines)) + "\n")
+    assert hostload.outside_load(tmp_path, 101.0, 102.0) == pytest.approx(0.3)
+    assert math.isnan(hostload.outside_load(tmp_path, 200.0, 201.0))
+    assert math.isnan(hostload.outside_load(tmp_path / "none", 0.0, 1.0))
 
 
 def _two_ranks(rate_before: float, rate_after: float, jitter: float, seed: int) -> pd.DataFrame:

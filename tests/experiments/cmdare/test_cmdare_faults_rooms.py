@@ -136,6 +136,17 @@ def test_worker_verdict_judges_the_pooled_interval_against_95_percent() -> None:
     below = rreport.worker_verdict(_worker_effects([1.2, 0.87], [0.02, 0.05]))
     assert below.status is Status.NOT_REPRODUCED
     assert below.lab_value == pytest.approx(103.5)
+    # the run below 95% had the machine busier outside its hosts after the revocation
+    # (make run #13's warm run): its rates are not on equal terms, so not "not reproduced"
+    busier = _worker_effects([1.2, 0.87], [0.02, 0.05]).assign(
+        outside_before=[0.1, 0.21], outside_after=[0.1, 0.39]
+    )
+    run13 = _worker_effects([1.04, 0.86], [0.07, 0.06])
+    v = rreport.worker_verdict(
+        run13.assign(outside_before=[0.14, 0.21], outside_after=[0.09, 0.39])
+    )
+    assert v.status is Status.NOT_RESOLVED and "rose from 0.21 to 0.39 cores" in v.why
+    assert rreport.worker_verdict(busier).status is Status.REPRODUCED  # pooled 103.5% ± 2.7%
     stalled = _worker_effects([1.0, 1.0], [0.01, 0.01]).assign(lowest=[0.0, 45.0])
     assert rreport.worker_verdict(stalled).status is Status.NOT_REPRODUCED
     never = _worker_effects([float("nan")], [float("nan")]).assign(rejoined_s=[float("nan")])
