@@ -132,16 +132,16 @@ def pooled_recovery(effects: Any) -> Any:
     """The runs' recovered fractions pooled: their mean, with the interval of a mean of
     independent estimates (sqrt of the summed squared half-widths, over the count). NaN
     when a run has no fraction."""
-    import math
+    from lab.metrics.stats import Estimate, sum_estimates
 
-    from lab.metrics.stats import Estimate
-
-    fractions = [float(v) for v in effects["recovered"]]
-    cis = [float(v) for v in effects["recovered_ci"]]
-    if not fractions or any(v != v for v in fractions + cis):
-        return Estimate(float("nan"))
-    n = len(fractions)
-    return Estimate(math.fsum(fractions) / n, math.sqrt(math.fsum(c * c for c in cis)) / n)
+    runs = [
+        Estimate(float(f), float(c))
+        for f, c in zip(effects["recovered"], effects["recovered_ci"], strict=True)
+    ]
+    if not runs or any(math.isnan(e.mean) or math.isnan(e.ci) for e in runs):
+        return Estimate(math.nan)
+    total = sum_estimates(runs)
+    return Estimate(total.mean / len(runs), total.ci / len(runs))
 
 
 def _unequal(e: Any) -> bool:
