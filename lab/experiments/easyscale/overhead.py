@@ -397,8 +397,6 @@ def levels_verdict(
     status = _levels_status(more, more)
     spread, precision = "", "one launch per (device type, level): no spread to judge by"
     if per_repeat is not None and per_repeat["repeat"].nunique() >= 2:
-        from lab.metrics.stats import mean_ci
-
         n = per_repeat["repeat"].nunique()
         by_type = per_repeat.groupby("device_type")["d2_over_d1"]
         est = {d: mean_ci(v.astype(float)) for d, v in by_type}
