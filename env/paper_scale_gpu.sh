@@ -2,8 +2,10 @@
 # Paper-scale check of a GPU node: the lab launches the PyTorch synthetic benchmark
 # (ResNet-50 and MobileNetV2, 224x224, batch 64 per GPU, as in the KungFu artifact's
 # commands) through lab.cluster on every GPU, records runs under results/, and prints the
-# throughput table from the run directories. Needs torch + torchvision with CUDA, psutil,
-# pyyaml, pandas, pyarrow on the node.
+# throughput table from the run directories; then EasyScale's Figs 9-13 on the node's GPUs
+# (lab.experiments.easyscale.gpu_node: ResNet50 at 224x224, EASYSCALE_STEPS mini-batches a
+# launch; EASYSCALE_STEPS=0 skips it). Needs torch + torchvision with CUDA, psutil, pyyaml,
+# pandas, pyarrow and plotly on the node.
 #
 # Usage: env/paper_scale_gpu.sh [PYTHON] [STEPS]
 set -euo pipefail
@@ -31,3 +33,8 @@ for exp in ("resnet50-fp32", "resnet50-bf16-nhwc", "mobilenet_v2-fp32", "mobilen
         keep = {k: v for k, v in s.items() if "throughput" in k or k in ("state", "np")}
         print(exp, keep)
 PY
+easyscale_steps=${EASYSCALE_STEPS:-5}
+if [ "$easyscale_steps" -gt 0 ]; then
+  profile=$([ "$gpus" -ge 4 ] && echo easyscale-gpu || echo easyscale-gpu-1)
+  "$py" -m lab.experiments.easyscale.gpu_node --cluster "$profile" --steps "$easyscale_steps"
+fi
