@@ -19,10 +19,13 @@ HARDWARE = "emulated hosts on this machine's CPU (TF parameter servers)"
 # The published runs: 24k steps in about 1359 s (data README), i.e. this many s per step.
 PUBLISHED_STEP_SECONDS = 1359.0 / 24000
 LINEAR_R2 = 0.8  # a line explains the overhead when R^2 reaches this
-# A run whose machine spent this many more cores outside its hosts after the revocation
-# than before compares its rates on unequal terms: in make run #13 a warm run read 86% ± 6%
-# with 0.3-0.6 cores of outside load after (0.1-0.2 before); alone it read 102-111%
-OUTSIDE_RISE = 0.15
+# A run whose machine spent this many cores more, or less, outside its hosts after the
+# revocation than before compares its rates on unequal terms. In make run #15 the outside
+# load rose 0.07 -> 0.15 cores in the warm run (89% ± 5%) and fell 0.20 -> 0.12 in the cold
+# one (112% ± 8%), with every host's CPU use the same before and after: a change of ~0.08
+# cores moved a run ~12 points, more than the 5 between full recovery and the bar. In #13
+# a warm run read 86% ± 6% with 0.21 -> 0.39; alone the same point read 102-111%.
+OUTSIDE_CHANGE = 0.05
 OUTSIDE_BEFORE_S = 8.0  # seconds before the revocation its outside load is taken over
 
 
@@ -144,11 +147,20 @@ def pooled_recovery(effects: Any) -> Any:
     return Estimate(total.mean / len(runs), total.ci / len(runs))
 
 
-def _unequal(e: Any) -> bool:
-    """Whether a run's machine spent ``OUTSIDE_RISE`` more cores outside its hosts after
-    the revocation than before (False where either is not known)."""
-    before, after = e.get("outside_before", math.nan), e.get("outside_after", math.nan)
-    return bool(after - before > OUTSIDE_RISE)  # NaN compares False
+def outside_change(e: Any) -> float:
+    """How many more cores the machine spent outside a run's hosts after its revocation
+    than before (NaN where either is not known)."""
+    return float(e.get("outside_after", math.nan) - e.get("outside_before", math.nan))
+
+
+def busier_after(e: Any) -> bool:
+    """The machine was busier after: a slower "after" may be the machine's."""
+    return bool(outside_change(e) > OUTSIDE_CHANGE)  # NaN compares False
+
+
+def quieter_after(e: Any) -> bool:
+    """The machine was quieter after: a faster "after" may be the machine's."""
+    return bool(outside_change(e) < -OUTSIDE_CHANGE)
 
 
 def worker_verdict(effects: Any, scale: str = "smoke") -> Verdict:
@@ -159,22 +171,26 @@ def worker_verdict(effects: Any, scale: str = "smoke") -> Verdict:
     below it. Not reproduced when a run stalled or a run's interval is wholly below 95%;
     not resolved when a run ended before its replacement took part, or the pooled interval
     straddles 95%. One run alone at ~102% ± 8% straddled, and flipped between make runs.
-    A run on unequal terms (``_unequal``: the machine's outside load rose) cannot say "not
-    reproduced": a slower "after" is then the machine's, not the system's."""
+    Runs on unequal terms cannot decide in the direction the machine pushed them: one whose
+    machine got busier outside its hosts after the revocation (``busier_after``) cannot say
+    "not reproduced", one whose machine got quieter (``quieter_after``) cannot say
+    "reproduced"."""
     if effects is None or effects.empty:
         raise NothingMeasured("no worker revocation was measured")
     pairs = zip(effects["recovered"], effects["recovered_ci"], strict=True)
     runs = [recovery_status(fraction, ci) for fraction, ci in pairs]
-    unequal = [_unequal(e) for _, e in effects.iterrows()]
+    busier = [busier_after(e) for _, e in effects.iterrows()]
+    quieter = [quieter_after(e) for _, e in effects.iterrows()]
     pooled = pooled_recovery(effects)
-    below = [r is Status.NOT_REPRODUCED and not u for r, u in zip(runs, unequal, strict=True)]
+    below = [r is Status.NOT_REPRODUCED and not b for r, b in zip(runs, busier, strict=True)]
     if not (effects["lowest"] > 0).all() or any(below):
         status = Status.NOT_REPRODUCED
     elif not effects["rejoined_s"].notna().all():
         status = Status.NOT_RESOLVED
     else:
         status = recovery_status(pooled.mean, pooled.ci)
-        if status is Status.NOT_REPRODUCED and any(unequal):
+        pushed = any(busier) if status is Status.NOT_REPRODUCED else any(quieter)
+        if status is not Status.NOT_RESOLVED and pushed:
             status = Status.NOT_RESOLVED
     parts = []
     for (_, e), run in zip(effects.iterrows(), runs, strict=True):
@@ -191,9 +207,10 @@ def worker_verdict(effects: Any, scale: str = "smoke") -> Verdict:
             then = f"{percent(e['recovered'], e['recovered_ci'])} of the rate before, {run.value}"
         else:
             then = "too little of the run left to measure the rate after"
-        if _unequal(e):
+        if busier_after(e) or quieter_after(e):
+            moved = "rose" if busier_after(e) else "fell"
             then += (
-                f"; the machine's outside load rose from {e['outside_before']:.2f} to "
+                f"; the machine's outside load {moved} from {e['outside_before']:.2f} to "
                 f"{e['outside_after']:.2f} cores: not on equal terms"
             )
         parts.append(

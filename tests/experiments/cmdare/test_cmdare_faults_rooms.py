@@ -147,6 +147,23 @@ def test_worker_verdict_judges_the_pooled_interval_against_95_percent() -> None:
     )
     assert v.status is Status.NOT_RESOLVED and "rose from 0.21 to 0.39 cores" in v.why
     assert rreport.worker_verdict(busier).status is Status.REPRODUCED  # pooled 103.5% ± 2.7%
+    # make run #15: the cold run's machine got quieter (112%), the warm one's busier (89%):
+    # neither direction can be told from the machine's
+    run15 = _worker_effects([1.119, 0.887], [0.075, 0.051]).assign(
+        outside_before=[0.199, 0.066], outside_after=[0.118, 0.154]
+    )
+    v = rreport.worker_verdict(run15)
+    assert v.status is Status.NOT_RESOLVED
+    assert "fell from 0.20 to 0.12 cores" in v.why and "rose from 0.07 to 0.15 cores" in v.why
+    quieter = _worker_effects([1.1, 1.05], [0.03, 0.03]).assign(
+        outside_before=[0.2, 0.1], outside_after=[0.1, 0.1]
+    )
+    assert rreport.worker_verdict(quieter).status is Status.NOT_RESOLVED
+    # a run below 95% on a quieter machine is below all the more
+    below_quieter = _worker_effects([1.2, 0.87], [0.02, 0.05]).assign(
+        outside_before=[0.1, 0.2], outside_after=[0.1, 0.1]
+    )
+    assert rreport.worker_verdict(below_quieter).status is Status.NOT_REPRODUCED
     stalled = _worker_effects([1.0, 1.0], [0.01, 0.01]).assign(lowest=[0.0, 45.0])
     assert rreport.worker_verdict(stalled).status is Status.NOT_REPRODUCED
     never = _worker_effects([float("nan")], [float("nan")]).assign(rejoined_s=[float("nan")])
