@@ -49,9 +49,13 @@ def test_a_chief_that_stops_answering_ends_the_task_when_no_replacement_is_plann
 ) -> None:
     """A probe queued behind a saturated link times out ("gone") as the chief ends; with no
     replacement planned that is an end like a refusal, not a 60-s wait and a failure."""
-    given = _scripted_probe(monkeypatch, ["up", "up", "gone", "refused"])
+    given = _scripted_probe(monkeypatch, ["up", "up", "gone", "gone", "gone"])
     assert ps.watch_chief("10.0.0.4:23450", wait=5, grace=0) == 0
-    assert given == ["up", "up", "gone", "refused", "refused"]
+    assert given == ["up", "up", "gone", "gone", "gone"]
+    # a refusal (its host answers, nothing listens) is an end at once
+    given = _scripted_probe(monkeypatch, ["up", "up", "gone", "refused", "up"])
+    assert ps.watch_chief("10.0.0.4:23450", wait=5, grace=0) == 0
+    assert given == ["up", "up", "gone", "refused"]
 
 
 def test_a_vanished_chief_is_waited_for_when_a_replacement_is_planned(
