@@ -13,11 +13,12 @@ from lab.experiments.easyscale import gpu_node
 
 def test_runs_fig12_on_a_cpu_profile_and_saves_its_verdict(_isolated_results: Path) -> None:
     argv = ["--cluster", "easyscale-local", "--model", "bn_cnn", "--image-size", "16",
-            "--batch-size", "8", "--steps", "3", "--figures", "fig12"]  # fmt: skip
+            "--batch-size", "8", "--steps", "3", "--figures", "fig12",
+            "--scale", "smoke"]  # fmt: skip
     assert gpu_node.main(argv) == 0
     saved = json.loads((_isolated_results / "verdicts" / "easyscale" / "fig_12.json").read_text())
     assert saved["runs"], "a verdict with the runs behind it"
-    assert "CPU device types" in saved["hardware"]
+    assert "CPU device types" in saved["hardware"] and saved["scale"] == "smoke"
 
 
 def test_a_failing_figure_is_reported_and_the_exit_status_says_so(capsys) -> None:
