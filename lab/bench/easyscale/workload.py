@@ -103,9 +103,13 @@ def next_batch(data: SyntheticImages, cfg: Config, worker: int, cursor: Cursor) 
     def shard(epoch: int) -> list[int]:
         if cursor.order is None or cursor.order[0] != epoch:
             sampler = DistributedSampler(
-                data, num_replicas=cfg.ests, rank=worker, shuffle=True, seed=cfg.seed,
+                data,
+                num_replicas=cfg.ests,
+                rank=worker,
+                shuffle=True,
+                seed=cfg.seed,
                 drop_last=True,
-            )  # fmt: skip
+            )
             sampler.set_epoch(epoch)
             cursor.order = (epoch, list(sampler))
         return cursor.order[1]

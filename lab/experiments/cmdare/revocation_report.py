@@ -207,8 +207,9 @@ def worker_verdict(effects: Any, scale: str = "smoke") -> Verdict:
             then = f"{percent(e['recovered'], e['recovered_ci'])} of the rate before, {run.value}"
         else:
             then = "too little of the run left to measure the rate after"
-        if busier_after(e) or quieter_after(e):
-            moved = "rose" if busier_after(e) else "fell"
+        change = outside_change(e)
+        if abs(change) > OUTSIDE_CHANGE:  # busier or quieter after (NaN compares False)
+            moved = "rose" if change > 0 else "fell"
             then += (
                 f"; the machine's outside load {moved} from {e['outside_before']:.2f} to "
                 f"{e['outside_after']:.2f} cores: not on equal terms"
