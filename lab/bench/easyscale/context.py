@@ -57,7 +57,14 @@ class ESTContext:
         }
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             self.rng["cuda"] = torch.cuda.get_rng_state()
-        self.buffers = {k: v.detach().clone() for k, v in model.named_buffers()}
+        live = dict(model.named_buffers())
+        if self.buffers.keys() == live.keys() and _same_devices(self.buffers, live):
+            # One multi-tensor copy instead of a kernel per buffer: ResNet50 has 159 buffers,
+            # and a launch each made a switch ~7 ms of a ~45 ms step on an H200.
+            with torch.no_grad():
+                torch._foreach_copy_(list(self.buffers.values()), list(live.values()))
+        else:
+            self.buffers = {k: v.detach().clone() for k, v in live.items()}
 
     def restore(self, model: Any) -> None:
         """Switch in: put this EST's RNG states and buffers in place."""
@@ -69,9 +76,11 @@ class ESTContext:
         random.setstate(self.rng["python"])
         if "cuda" in self.rng:
             torch.cuda.set_rng_state(self.rng["cuda"])
+        live = dict(model.named_buffers())
+        if not _same_devices(self.buffers, live):  # loaded from a checkpoint onto the CPU
+            self.buffers = {k: self.buffers[k].to(v.device) for k, v in live.items()}
         with torch.no_grad():
-            for name, buf in model.named_buffers():
-                buf.copy_(self.buffers[name])
+            torch._foreach_copy_(list(live.values()), [self.buffers[k] for k in live])
 
     def keep_grad(self, params: list[Any]) -> None:
         """Copy the gradient of this EST's mini-batch out of ``param.grad`` (one flat tensor)."""
@@ -87,6 +96,10 @@ class ESTContext:
             "buffers": self.buffers,
             "cursor": (self.cursor.epoch, self.cursor.offset),
         }
+
+
+def _same_devices(kept: dict[str, Any], live: dict[str, Any]) -> bool:
+    return all(kept[k].device == v.device for k, v in live.items())
 
 
 def fresh_context(index: int, seed: int, model: Any) -> ESTContext:
