@@ -96,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
-    from lab.bench.backends.common import Reporter
+    from lab.bench.backends.common import Reporter, freeze_garbage
     from lab.bench.monitors import NoiseScaleEMA, noise_scale_terms
 
     kind = ns.device if ns.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
@@ -162,6 +162,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             torch.cuda.synchronize(device)
 
     for i in range(ns.warmup_steps + ns.steps):
+        if i == ns.warmup_steps:
+            freeze_garbage(rank)  # as run_steps: no full collection in a timed step
         sync()
         start = time.perf_counter()
         opt.zero_grad(set_to_none=True)
