@@ -15,11 +15,13 @@ every output up to the failing cell.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fnmatch
 import json
 import logging
 import os
 import shutil
+import statistics
 import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -37,6 +39,7 @@ log = logging.getLogger(__name__)
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 SCALES = ("smoke", "paper")
 DEFAULT_TIMEOUT_S = 900
+TIMINGS_FILE = "timings.jsonl"  # one line per notebook run, appended, beside the notebooks
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class NotebookResult:
     ok: bool
     seconds: float
     error: str = ""
+    cpu_speed: float | None = None  # lab.metrics.machine.cpu_speed just before it ran
 
 
 def discover(root: Path = NOTEBOOK_DIR, patterns: Sequence[str] = ()) -> list[Path]:
@@ -196,7 +200,12 @@ def run_notebooks(
 
     ``cluster`` overrides every notebook's own default (each notebook names the cluster
     its smoke scale is meant for: ``local`` or an emulated profile on this machine).
+    Before each notebook one core's speed is probed (lab.metrics.machine.cpu_speed); each
+    notebook's time, outcome and that speed are appended to ``<out_dir>/timings.jsonl``,
+    so batch runs can be compared with the machine's speed at the time.
     """
+    from lab.metrics.machine import cpu_speed
+
     if scale not in SCALES:
         raise ParameterError("scale", scale, ", ".join(SCALES))
     paths = list(notebooks) if notebooks is not None else discover(root)
@@ -213,11 +222,29 @@ def run_notebooks(
         params = {**extra, "scale": scale}
         if cluster is not None:
             params["cluster"] = cluster
+        speed = cpu_speed()
+        began = time.time()
         result = run_notebook(nb, out_dir / rel, params, timeout=timeout)
+        result = dataclasses.replace(result, cpu_speed=speed)
         results.append(result)
+        _log_timing(out_dir / TIMINGS_FILE, result, rel, scale, began)
         status = "ok" if result.ok else "FAILED"
-        bar.write(f"{status:6} {result.seconds:7.1f}s  {rel}")
+        bar.write(f"{status:6} {result.seconds:7.1f}s  cpu {speed:5.1f}  {rel}")
     return results
+
+
+def _log_timing(path: Path, result: NotebookResult, rel: Path, scale: str, began: float) -> None:
+    line = {
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(began)),
+        "notebook": str(rel),
+        "scale": scale,
+        "ok": result.ok,
+        "seconds": round(result.seconds, 1),
+        "cpu_speed": result.cpu_speed,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(line) + "\n")
 
 
 def summary_table(results: Sequence[NotebookResult], root: Path = NOTEBOOK_DIR) -> str:
@@ -237,6 +264,12 @@ def summary_table(results: Sequence[NotebookResult], root: Path = NOTEBOOK_DIR) 
     ]
     passed = sum(r.ok for r in results)
     lines.append(f"{passed} passed, {len(results) - passed} failed")
+    speeds = sorted(r.cpu_speed for r in results if r.cpu_speed is not None)
+    if speeds:
+        lines.append(
+            f"one core's speed before each notebook: median {statistics.median(speeds):.1f}, "
+            f"{speeds[0]:.1f}-{speeds[-1]:.1f} M loops/s (lab.metrics.machine.cpu_speed)"
+        )
     return "\n".join(lines)
 
 

@@ -10,11 +10,14 @@ import logging
 import os
 import platform
 import shutil
+import statistics
 import subprocess
+import time
 
 log = logging.getLogger(__name__)
 
 NVIDIA_SMI_TIMEOUT = 5.0
+PROBE_LOOPS = 200_000  # ~20-40 ms of one core here
 
 
 def _cpu_model() -> str:
@@ -62,3 +65,19 @@ def hardware_description() -> str:
     else:
         text += "; no GPU"
     return text
+
+
+def cpu_speed(repeats: int = 5, loops: int = PROBE_LOOPS) -> float:
+    """One core's speed now: millions of iterations per second of a fixed pure-Python loop,
+    the median of ``repeats``. On a shared machine a core's speed moves (clock, steal, a
+    busy sibling thread) and every timing with it: the batch runner takes one before each
+    notebook, so that a slow run and a flipped verdict can be set beside the machine's
+    speed at the time."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        x = 0
+        for i in range(loops):
+            x += i & 7
+        times.append(time.perf_counter() - start)
+    return round(loops / statistics.median(times) / 1e6, 2)

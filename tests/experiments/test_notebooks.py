@@ -10,6 +10,7 @@ import pytest
 
 from lab.experiments.notebooks import (
     NOTEBOOK_DIR,
+    NotebookResult,
     discover,
     parameter_names,
     run_notebook,
@@ -104,6 +105,23 @@ def test_executed_notebooks_go_under_the_results_root(tmp_path: Path, monkeypatc
     [result] = run_notebooks([nb], root=root, progress=False)
     assert result.ok and result.output == tmp_path / "results" / "notebooks" / "one.ipynb"
     assert "ran" in result.output.read_text()
+    assert result.cpu_speed is not None and result.cpu_speed > 0
+    timings = result.output.parent / "timings.jsonl"
+    [line] = [json.loads(t) for t in timings.read_text().splitlines()]
+    assert line["notebook"] == "one.ipynb" and line["ok"] and line["scale"] == "smoke"
+    assert line["cpu_speed"] == result.cpu_speed and line["seconds"] == round(result.seconds, 1)
+
+
+def test_summary_gives_the_machine_speed_over_the_run(tmp_path: Path) -> None:
+    """The speed probed before each notebook: its median and range close the summary."""
+    runs = [
+        NotebookResult(tmp_path / f"{i}.ipynb", tmp_path / "o.ipynb", True, 1.0, cpu_speed=s)
+        for i, s in enumerate([20.0, 10.0, 12.0])
+    ]
+    table = summary_table(runs, root=tmp_path)
+    assert "median 12.0, 10.0-20.0 M loops/s" in table
+    alone = NotebookResult(tmp_path / "x.ipynb", tmp_path / "o.ipynb", True, 1.0)
+    assert "M loops/s" not in summary_table([alone], root=tmp_path)  # no probe, no line
 
 
 @pytest.mark.slow
