@@ -93,6 +93,8 @@ def test_sync_runs_interleaved_rounds_and_its_interval_is_over_rounds(tmp_path) 
     from lab.experiments.protocol_runner import run_protocol
 
     p = sync.DEFAULTS["smoke"] | {"systems": ["horovod-gloo", "kungfu-sync"], "budget_s": 0.0}
+    assert sync.target(p).min_rounds == sync.DEFAULTS["smoke"]["min_rounds"] > 3
+    p["min_rounds"] = 0  # below: the budget alone, spent after one round
     points, keys, compared = sync.protocol_points(p, p["systems"])
     assert len(points) == len(keys) == 4
     assert [c.kind for c in compared] == ["throughput"] * 4 + ["speedup"]

@@ -157,6 +157,7 @@ def test_fig9_protocol_points_compare_each_point_with_single() -> None:
         ("speedup", keys[2], keys[0]),
     ]
     assert fig9.target(p).budget_s == fig9.DEFAULTS["smoke"]["budget_s"]
+    assert fig9.target(p).min_rounds == fig9.DEFAULTS["smoke"]["min_rounds"]
 
 
 def test_fig9_verdict_takes_kungfu_over_horovod_round_by_round(tmp_path) -> None:

@@ -148,6 +148,47 @@ def test_a_round_that_would_not_fit_does_not_start() -> None:
     assert sched.reason == "budget"
 
 
+def test_ratios_get_min_rounds_past_the_budget_and_context_points_do_not() -> None:
+    """A ratio short of ``min_rounds`` when the budget is spent goes on alone: the
+    throughput beside it (context for the figure, not the verdict) stops with the budget."""
+    clock = FakeClock()
+    quantities = [speedup("a", "b"), throughput("context")]
+    target = Target(rel_ci=0.001, budget_s=10.0, min_rounds=5)
+    sched = Interleaver(quantities, target, clock)
+    order = _drive(sched, clock, lambda p, i: 100.0 + (-1) ** i * 10 * ("a" in p), seconds=2.0)
+    assert sched.rounds == 5 and sched.reason == "budget"
+    # a second full round would end at 12 s > 10 s: from then on a and b alone, rotated
+    assert order == ["a", "b", "context"] + ["b", "a", "a", "b"] * 2
+    assert [len(sched.samples[p]) for p in ("a", "b", "context")] == [5, 5, 5]
+    assert sum(v is not None for v in sched.samples["a"]) == 5
+    assert sum(v is not None for v in sched.samples["context"]) == 1
+    j = sched.judgements()[0]
+    assert j.repeats == 5 and j.reason == "budget"
+
+
+def test_a_round_overrunning_the_budget_is_finished_by_the_ratios_alone() -> None:
+    clock = FakeClock()
+    target = Target(rel_ci=0.001, budget_s=12.5, min_rounds=5)
+    sched = Interleaver([speedup("a", "b"), throughput("context")], target, clock)
+    seconds = iter([1.0] * 9 + [4.0] + [1.0] * 10)  # round 3's first run overruns
+    order = []
+    for point in sched:
+        order.append(point)
+        took = next(seconds)
+        clock.now += took
+        sched.record(point, 100.0 + len(order) % 3, took)
+    assert order[9:] == ["a", "b", "a", "b"]  # round 3 without context, then round 4
+    assert sched.rounds == 5 and sched.samples["context"][3:] == [None, None]
+
+
+def test_min_rounds_stops_once_the_ratio_is_precise() -> None:
+    clock = FakeClock()
+    target = Target(rel_ci=0.05, budget_s=5.0, min_rounds=6)
+    sched = Interleaver([speedup("a", "b")], target, clock)
+    _drive(sched, clock, lambda p, i: {"a": 120.0, "b": 100.0}[p], seconds=2.0)
+    assert sched.reason == "precise" and sched.rounds == 3  # min_repeats, not min_rounds
+
+
 def test_interleaves_in_rotated_order() -> None:
     clock = FakeClock()
     quantities = [speedup("a", "c"), speedup("b", "c")]
@@ -197,7 +238,9 @@ def test_judge_throughput_and_unresolved_difference() -> None:
 
 
 def test_bad_targets_and_quantities_fail_early() -> None:
-    for kwargs in ({"rel_ci": 0}, {"budget_s": -1}, {"min_repeats": 1}, {"max_repeats": 2}):
+    bad = ({"rel_ci": 0}, {"budget_s": -1}, {"min_repeats": 1}, {"max_repeats": 2},
+           {"min_rounds": -1}, {"min_rounds": 5, "max_repeats": 4})  # fmt: skip
+    for kwargs in bad:
         with pytest.raises(ParameterError):
             Target(**kwargs)
     with pytest.raises(ParameterError):
