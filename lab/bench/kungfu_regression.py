@@ -10,6 +10,10 @@ lab's pair averaging against the original (lab.bench.kungfu_crosscheck).
 
 Records are pair_averaging's: header, one ``step`` record per step with ``eval_loss``,
 summary with the final ``eval_loss``; ``backend`` is "kungfu-pair-avg" or "kungfu-sync".
+
+Peers end at a barrier, as KungFu's own examples do. Pair averaging lets peers drift apart,
+and a peer that had exited left another that still requested its model waiting for good:
+with warm-up garbage frozen, one peer finished its 300 steps while the other was at 227.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ def run(ns: argparse.Namespace) -> int:
     tf = common.setup_tensorflow(ns.threads)
     import_kungfu()
     import tf_keras
-    from kungfu.python import current_cluster_size, current_rank
+    from kungfu.python import current_cluster_size, current_rank, run_barrier
     from kungfu.tensorflow.optimizers import PairAveragingOptimizer, SynchronousSGDOptimizer
 
     rank, size = current_rank(), current_cluster_size()
@@ -86,6 +90,7 @@ def run(ns: argparse.Namespace) -> int:
         ev = squared_loss(data.x_eval, data.y_eval, w.numpy())
         rep.step(i, seconds, loss, eval_loss=round(ev, 6))
     rep.summary(eval_loss=round(squared_loss(data.x_eval, data.y_eval, w.numpy()), 6))
+    run_barrier()  # no peer leaves while another may still request its model
     return 0
 
 

@@ -56,7 +56,12 @@ def run(cfg: Config) -> int:
     import_kungfu()
     tf = common.setup_tensorflow(cfg.threads)
     try:
-        from kungfu.python import current_cluster_size, current_local_rank, current_rank
+        from kungfu.python import (
+            current_cluster_size,
+            current_local_rank,
+            current_rank,
+            run_barrier,
+        )
         from kungfu.tensorflow.initializer import broadcast_variables
         from kungfu.tensorflow.ops import fuse, global_noise_scale, group_all_reduce
         from kungfu.tensorflow.optimizers import (
@@ -156,6 +161,7 @@ def run(cfg: Config) -> int:
 
     tags = (lambda i: {"phase": phase_of(i)}) if cfg.alternate else None
     common.run_loop(cfg, rep, step_fn, on_metrics, tags)
+    run_barrier()  # pair averaging: no peer leaves while another may still request its model
     # trainable weights only: batch norm's moving statistics are each rank's own (small_cnn)
     digest = weights_digest(model.trainable_variables)
     emit("event", name="weights", rank=rank, digest=digest)
