@@ -25,16 +25,17 @@ def _shown(run_dir: Path, name: str) -> set[str]:
 
 def test_ranks_get_legacy_keras_unless_the_job_says_otherwise(monkeypatch) -> None:
     monkeypatch.delenv("TF_USE_LEGACY_KERAS", raising=False)
+    monkeypatch.delenv("DISTLAB_LEAN_TF_IMPORT", raising=False)
     cmd = ["python", str(ECHO), "--show-env", "TF_USE_LEGACY_KERAS"]
     default = launch(cmd, np=2, view=None)
     assert _shown(default.run_dir, "TF_USE_LEGACY_KERAS") == {"1"}
     manifest = read_manifest(default.run_dir)
-    assert manifest["env_defaults"] == {"TF_USE_LEGACY_KERAS": "1"}
+    assert manifest["env_defaults"] == {"TF_USE_LEGACY_KERAS": "1", "DISTLAB_LEAN_TF_IMPORT": "1"}
     assert manifest["env"]["TF_USE_LEGACY_KERAS"] == "1"
 
     own = launch(cmd, np=2, view=None, env={"TF_USE_LEGACY_KERAS": "0"})
     assert _shown(own.run_dir, "TF_USE_LEGACY_KERAS") == {"0"}
-    assert read_manifest(own.run_dir)["env_defaults"] == {}
+    assert read_manifest(own.run_dir)["env_defaults"] == {"DISTLAB_LEAN_TF_IMPORT": "1"}
 
 
 @pytest.mark.slow

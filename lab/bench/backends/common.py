@@ -24,10 +24,35 @@ if TYPE_CHECKING:
     from lab.bench.synthetic import Config
 
 
+# What TensorFlow imports only to accept inputs a lab rank never gives it: pandas (tf_keras's
+# data adapter, for DataFrames) and scipy (TF's v1 Keras training loop and tf_keras's image
+# preprocessing, for sparse matrices and affine transforms). Both imports are guarded there:
+# without them those features are off and nothing else changes. They were 1.4 s of the
+# 4.3 s of CPU a rank took to import TensorFlow here, ~3.5 s of every launch on an emulated
+# host with 0.4 of a core.
+NOT_FOR_RANKS = ("pandas", "scipy")
+LEAN_IMPORT_ENV = "DISTLAB_LEAN_TF_IMPORT"  # "1" in ranks the lab launches (lab.cluster.launch)
+
+
+def skip_imports_ranks_do_not_use() -> tuple[str, ...]:
+    """In a rank the lab launched (``LEAN_IMPORT_ENV`` is "1"), mark NOT_FOR_RANKS not yet
+    imported as absent (``sys.modules[name] = None``: importing them raises ImportError);
+    the names marked. Elsewhere (a notebook's kernel, a test) nothing is touched."""
+    if os.environ.get(LEAN_IMPORT_ENV) != "1":
+        return ()
+    skipped = tuple(name for name in NOT_FOR_RANKS if name not in sys.modules)
+    for name in skipped:
+        sys.modules[name] = None  # type: ignore[assignment]
+    return skipped
+
+
 def setup_tensorflow(threads: int = 0) -> Any:
-    """Import TensorFlow with tf-keras as its Keras (Horovod's tape breaks under Keras 3)."""
+    """Import TensorFlow with tf-keras as its Keras (Horovod's tape breaks under Keras 3),
+    without the modules a rank does not use (``skip_imports_ranks_do_not_use``)."""
     os.environ["TF_USE_LEGACY_KERAS"] = "1"
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if "tensorflow" not in sys.modules:
+        skip_imports_ranks_do_not_use()
     try:
         import tensorflow as tf
     except ImportError as exc:  # pragma: no cover - depends on the node
