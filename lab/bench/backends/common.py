@@ -34,16 +34,14 @@ NOT_FOR_RANKS = ("pandas", "scipy")
 LEAN_IMPORT_ENV = "DISTLAB_LEAN_TF_IMPORT"  # "1" in ranks the lab launches (lab.cluster.launch)
 
 
-def skip_imports_ranks_do_not_use() -> tuple[str, ...]:
+def skip_imports_ranks_do_not_use() -> None:
     """In a rank the lab launched (``LEAN_IMPORT_ENV`` is "1"), mark NOT_FOR_RANKS not yet
-    imported as absent (``sys.modules[name] = None``: importing them raises ImportError);
-    the names marked. Elsewhere (a notebook's kernel, a test) nothing is touched."""
+    imported as absent (``sys.modules[name] = None``: importing them raises ImportError).
+    Elsewhere (a notebook's kernel, a test) nothing is touched."""
     if os.environ.get(LEAN_IMPORT_ENV) != "1":
-        return ()
-    skipped = tuple(name for name in NOT_FOR_RANKS if name not in sys.modules)
-    for name in skipped:
-        sys.modules[name] = None  # type: ignore[assignment]
-    return skipped
+        return
+    for name in NOT_FOR_RANKS:
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]
 
 
 def setup_tensorflow(threads: int = 0) -> Any:
