@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from lab.bench.backends.common import LEAN_IMPORT_ENV
 from lab.bench.flags import check_argv
 from lab.cluster import rundir
 from lab.cluster.fault_injector import FaultInjector
@@ -196,10 +197,10 @@ def _with_interpreter(argv: tuple[str, ...], cluster: Cluster) -> tuple[str, ...
 # DistributedGradientTape cannot handle ("'Variable' object has no attribute 'ref'"); the
 # lab pins tf-keras for that. Set for every launcher and every workload: only processes
 # that use TensorFlow's Keras read it, so torch/MXNet ranks are untouched, and an
-# unmodified upstream TF2 script runs as its README says. DISTLAB_LEAN_TF_IMPORT=1: the
-# lab's own workloads import TensorFlow without pandas and scipy, which no rank uses
+# unmodified upstream TF2 script runs as its README says. LEAN_IMPORT_ENV=1: the lab's own
+# workloads import TensorFlow without pandas and scipy, which no rank uses
 # (lab.bench.backends.common.NOT_FOR_RANKS); other scripts never read it.
-RANK_ENV_DEFAULTS = {"TF_USE_LEGACY_KERAS": "1", "DISTLAB_LEAN_TF_IMPORT": "1"}
+RANK_ENV_DEFAULTS = {"TF_USE_LEGACY_KERAS": "1", LEAN_IMPORT_ENV: "1"}
 
 
 def _env(env: Mapping[str, Any] | None) -> dict[str, str]:
