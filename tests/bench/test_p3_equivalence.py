@@ -99,6 +99,15 @@ def test_every_schedule_is_plain_sgd_on_summed_gradients(schedule: str, tmp_path
     for log in Path(result.run_dir).glob("rank-*.log"):
         steps += [r for r in map(parse_record, log.read_text().splitlines()) if r]
     assert len([r for r in steps if r["kind"] == "step"]) == WORLD * STEPS
+    # each step's record ends where the next forward pass starts, the last one's where its
+    # backward ends: the wait for its own values is the drain, counted once, in the summary
+    for rank in range(WORLD):
+        mine = [r for r in steps if r.get("rank") == rank]
+        (summary,) = [r for r in mine if r["kind"] == "summary"]
+        stepped = sum(r["seconds"] for r in mine if r["kind"] == "step")
+        assert summary["drain_seconds"] > 0
+        timed = pytest.approx(summary["timed_seconds"], abs=1e-4)
+        assert stepped + summary["drain_seconds"] == timed
     # gloo's sockets were given small kernel buffers (the kernel reports twice the request)
     headers = [r for r in steps if r["kind"] == "header"]
     assert len(headers) == WORLD
