@@ -102,6 +102,30 @@ def test_verdict_not_resolved_when_the_peak_gains_interval_holds_no_gain() -> No
     assert v.status is Status.NOT_REPRODUCED and "not clearly above 5%" in v.why
 
 
+def test_a_fastest_link_gain_above_half_the_peak_decides_only_when_resolved() -> None:
+    """+30% on the fastest link against a +50% peak is not the paper's shape when its
+    interval says so; three CPU-bound smoke steps (± ~30%) cannot say it."""
+    summary = summary_of({"baseline": [10, 20, 40], "p3": [13, 30, 52]})
+    v = analysis.verdict(analysis.gains(summary), "vgg_like", "smoke", "test")
+    assert v.status is Status.NOT_REPRODUCED and "still 30% faster" in v.why
+    fastest = summary["bandwidth"] == "1600mbit"
+    summary.loc[fastest, "throughput_total_ci"] = 8.0
+    table = analysis.gains(summary)
+    assert table["gain_ci"].iloc[-1] > 0.3 - 0.25  # reaches back within half the peak
+    v = analysis.verdict(table, "vgg_like", "smoke", "test")
+    assert v.status is Status.NOT_RESOLVED and "fastest link's gain (+30%" in v.why
+
+
+def test_a_p3_slower_on_the_fastest_link_is_said_and_does_not_undo_the_gain() -> None:
+    """p3's per-slice work on a 0.4-core host can cost more than a fast link saves."""
+    v = analysis.verdict(
+        analysis.gains(summary_of({"baseline": [10, 20, 40], "p3": [15, 26, 30]})),
+        "vgg_like", "smoke", "test",
+    )  # fmt: skip
+    assert v.status is Status.REPRODUCED
+    assert "-25%" in v.why and "p3 is slower than the baseline" in v.why
+
+
 def records() -> pd.DataFrame:
     """Two ranks' records of steps 3 and 4 for a two-layer model, as the ranks print them."""
     rows = []

@@ -184,8 +184,13 @@ DEFAULTS = {
     "smoke": {
         "models": ["vgg_like"],
         "batch_size": 32,
-        "steps": 4,
-        "warmup_steps": 1,
+        # 4 steps after 1 warm-up never resolved the gain (± 51-127% over eleven make runs).
+        # The first step after the warm-up still ran on the quota a host saves while it
+        # starts (0.1 s against 0.35 s at ~1.7 Gbit/s), and a baseline step at ~100 Mbit/s
+        # now and then took 2.2 s against 1.5: with 2 warm-up steps and 6 timed ones the
+        # runs of one make run read +29% ± 19% at the slowest link (4 timed: ± 36%). ~20 s.
+        "steps": 6,
+        "warmup_steps": 2,
         "ratios": list(RATIOS["smoke"]),
         # MXNet's arms at one point only (communication = compute): each MXNet run starts a
         # scheduler and a server beside every worker, which on 0.4-core hosts costs seconds
