@@ -130,13 +130,16 @@ class Compared:
 
     ``throughput``: the values of point ``a``. ``speedup``: ``a / b``. ``overhead``:
     ``1 - a / b`` (``a`` with the feature, ``b`` without). Ratios are taken per round
-    (stats.paired_ratio), so what a round shares cancels.
+    (stats.paired_ratio), so what a round shares cancels. ``context``: a ratio no verdict
+    reads (a scaling efficiency beside the systems' comparison); like a throughput it stops
+    with the budget, and gets no ``Target.min_rounds``.
     """
 
     kind: str
     a: Hashable
     b: Hashable | None = None
     name: str = ""
+    context: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -155,6 +158,11 @@ class Compared:
     def null(self) -> float | None:  # the value meaning "no difference"
         return {"throughput": None, "speedup": 1.0, "overhead": 0.0}[self.kind]
 
+    @property
+    def decisive(self) -> bool:
+        """A ratio a verdict may read: what ``Target.min_rounds`` extends."""
+        return self.null is not None and not self.context
+
     def estimate(self, samples: Samples) -> Estimate:
         a = list(samples.get(self.a, ()))
         if self.b is None:
@@ -172,8 +180,8 @@ def throughput(point: Hashable, name: str = "") -> Compared:
     return Compared("throughput", point, None, name)
 
 
-def speedup(a: Hashable, b: Hashable, name: str = "") -> Compared:  # a / b
-    return Compared("speedup", a, b, name)
+def speedup(a: Hashable, b: Hashable, name: str = "", context: bool = False) -> Compared:  # a / b
+    return Compared("speedup", a, b, name, context)
 
 
 def overhead(with_: Hashable, without: Hashable, name: str = "") -> Compared:  # 1 - with/without
@@ -249,7 +257,7 @@ class Interleaver:
     round starts only if it is expected (from the seconds recorded so far) to end within
     the budget, and no run starts once it is spent, so after the first round the budget
     is overrun by at most the run in progress. Past the budget, rounds go on only up to
-    ``target.min_rounds`` and only for imprecise ratios (``Target``).
+    ``target.min_rounds`` and only for imprecise ratios that are not context (``Target``).
     """
 
     compared: Sequence[Compared]
@@ -284,7 +292,7 @@ class Interleaver:
                 return
             active = self._points_of(open_)
             extend = self.rounds < self.target.min_rounds  # ratios go on past the budget
-            keep = self._points_of([c for c in open_ if c.null is not None]) if extend else []
+            keep = self._points_of([c for c in open_ if c.decisive]) if extend else []
             if self.rounds and self.elapsed + self._expected(active) > self.target.budget_s:
                 active = keep  # the budget is spent: only those ratios' points run
                 if not active:

@@ -156,6 +156,10 @@ def test_fig9_protocol_points_compare_each_point_with_single() -> None:
         ("throughput", keys[2], None),
         ("speedup", keys[2], keys[0]),
     ]
+    # the efficiencies are context: min_rounds extends only what the verdict reads
+    assert not any(c.decisive for c in compared)
+    _, _, both = fig9.protocol_points(p, ["horovod-mpi", "kungfu-sync"])
+    assert [(c.a[0], c.b[0]) for c in both if c.decisive] == [("kungfu-sync", "horovod-mpi")]
     assert fig9.target(p).budget_s == fig9.DEFAULTS["smoke"]["budget_s"]
     assert fig9.target(p).min_rounds == fig9.DEFAULTS["smoke"]["min_rounds"]
 

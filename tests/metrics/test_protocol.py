@@ -181,6 +181,20 @@ def test_a_round_overrunning_the_budget_is_finished_by_the_ratios_alone() -> Non
     assert sched.rounds == 5 and sched.samples["context"][3:] == [None, None]
 
 
+def test_a_context_ratio_stops_with_the_budget_like_a_throughput() -> None:
+    """An efficiency over a one-worker run is context beside the systems' ratio: past the
+    budget only the decisive ratio's points run, and the context ratio's base sits out."""
+    clock = FakeClock()
+    quantities = [speedup("a", "b"), speedup("a", "single", context=True)]
+    assert [q.decisive for q in quantities] == [True, False]
+    target = Target(rel_ci=0.001, budget_s=10.0, min_rounds=5)
+    sched = Interleaver(quantities, target, clock)
+    order = _drive(sched, clock, lambda p, i: 100.0 + (-1) ** i * 10 * (p == "a"), seconds=2.0)
+    assert order[:3] == ["a", "b", "single"] and "single" not in order[3:]
+    assert sched.rounds == 5
+    assert sum(v is not None for v in sched.samples["single"]) == 1
+
+
 def test_min_rounds_stops_once_the_ratio_is_precise() -> None:
     clock = FakeClock()
     target = Target(rel_ci=0.05, budget_s=5.0, min_rounds=6)
