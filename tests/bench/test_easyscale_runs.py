@@ -99,6 +99,25 @@ def test_a_checkpoint_taken_mid_run_restores_to_the_identical_next_loss(
     assert table["samples"].iloc[0] == 2 + 0 + 1  # steps after each process's first
 
 
+def test_a_ddp_step_beside_the_ests_leaves_their_bits_alone(
+    root: Path, one_process_d1: Path
+) -> None:
+    """Fig 13 times a DDP step after each EST step in the same process: the ESTs must
+    compute what they compute alone, and every step must have its DDP step."""
+    from lab.experiments.easyscale import overhead
+    from lab.metrics.store import load_run
+
+    beside = run(root, Config(steps=3, ddp_beside=True, **ONE))
+    rows, losses, params = same_bits([one_process_d1], [beside])
+    assert rows == 6 and losses and params
+    records = load_run(beside)
+    ddp = records[(records["kind"] == "event") & (records["name"] == "ddp_step")]
+    assert sorted(ddp["step"].astype(int)) == [0, 1, 2]
+    assert (ddp["seconds"].astype(float) > 0).all()
+    savings = overhead.fig13_savings(beside)
+    assert savings["ddp_step_s"] > 0 and -1 < savings["saving_other_ests"] < 1
+
+
 @pytest.mark.parametrize(
     ("fields", "devices", "name"),
     [
@@ -107,6 +126,7 @@ def test_a_checkpoint_taken_mid_run_restores_to_the_identical_next_loss(
         ({"ests": 4, "processes": 2, "placement": "3,2"}, None, "placement"),
         ({"ests": 4, "processes": 2, "level": "D9"}, None, "level"),
         ({"ests": 4, "processes": 2}, ["fast", "v100"], "device_type"),
+        ({"ests": 4, "processes": 2, "ddp_beside": True}, None, "ddp_beside"),
     ],
 )
 def test_bad_input_fails_before_launch(

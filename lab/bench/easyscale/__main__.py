@@ -57,6 +57,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--digest", action="store_true", help="hash the parameters every step")
+    p.add_argument(
+        "--ddp-beside",
+        action="store_true",
+        help="est on one process: time a one-rank DDP step after each step (Fig 13)",
+    )
     p.add_argument("--save", default="", help="checkpoint directory to write at the end")
     p.add_argument("--resume", default="", help="checkpoint directory to start from")
     p.add_argument(

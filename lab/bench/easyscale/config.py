@@ -98,7 +98,8 @@ class Config:
     ``device`` where the ranks compute: ``cpu`` (gloo) or ``cuda`` (each rank on its
     LOCAL_RANK's GPU, NCCL); ``backend`` ``auto`` (gloo on the CPU, NCCL on GPUs unless
     ranks share one) or forced. ``model`` is ``bn_cnn`` or a torchvision paper model
-    (lab.bench.vision_models).
+    (lab.bench.vision_models). ``ddp_beside``: a one-process EST run also times a DDP step
+    (one rank, its own model) after each of its steps, Fig 13's baseline in the same process.
     """
 
     system: str = "est"
@@ -124,6 +125,7 @@ class Config:
     save: str = ""
     resume: str = ""
     stop_file: str = ""
+    ddp_beside: bool = False
 
     def checked(self) -> Config:
         """This config if it can run; ParameterError naming the first bad field if not."""
@@ -149,6 +151,9 @@ class Config:
             raise ParameterError("ests", self.ests, f"np={self.processes} for DDP (one each)")
         if self.system == "plain" and self.processes != 1:
             raise ParameterError("np", self.processes, "1 for plain training")
+        if self.ddp_beside and (self.system != "est" or self.processes != 1):
+            allowed = "only with system est on one process"
+            raise ParameterError("ddp_beside", self.ddp_beside, allowed)
         self.counts()
         if len(self.devices) not in (1, self.processes):
             raise ParameterError(
@@ -210,4 +215,6 @@ class Config:
             out.append(f"--resume={self.resume}")
         if self.stop_file:
             out.append(f"--stop-file={self.stop_file}")
+        if self.ddp_beside:
+            out.append("--ddp-beside")
         return out

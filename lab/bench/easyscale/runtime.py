@@ -6,7 +6,8 @@ compute, gradient copy, switch out); per mini-batch and process a ``step`` recor
 sync time. ``--system plain`` is the same work without ESTs (gradient accumulation over
 the same mini-batches), the baseline of the per-step overhead. The same code runs on the CPU
 and on a GPU: batches are drawn on the CPU (the same bits whatever the device) and moved to
-the rank's device; timers wait for the GPU (``device.clock``).
+the rank's device; timers wait for the GPU (``device.clock``). With ``ddp_beside`` each
+step is followed by a one-rank DDP step, printed as an ``event`` named ``ddp_step``.
 """
 
 from __future__ import annotations
@@ -69,6 +70,11 @@ def run_est(cfg: Config, rank: int, device: Any = None) -> None:
         contexts = [ctxmod.fresh_context(i, cfg.seed, model) for i in mine]
     if not cfg.switch:
         contexts[0].restore(model)
+    beside = None
+    if cfg.ddp_beside:
+        from lab.bench.easyscale.ddp import DDPStepper
+
+        beside = DDPStepper(cfg, rank, device)
     done = first + cfg.steps
     for step in range(first, first + cfg.steps):
         began = clock(device)
@@ -123,6 +129,10 @@ def run_est(cfg: Config, rank: int, device: Any = None) -> None:
             ests=len(contexts),
             **digest,
         )
+        if beside is not None:  # after the step record: the EST step's time is its own
+            seconds, compute, value = beside.step()
+            emit("event", name="ddp_step", rank=rank, step=step, seconds=seconds,
+                 compute=compute, loss=value)  # fmt: skip
         if cfg.stop_file and sync.agreed_stop(cfg.stop_file, device):
             done = step + 1
             emit("event", name="stop", rank=rank, step=done)
