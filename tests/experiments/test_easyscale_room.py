@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -121,15 +122,37 @@ def test_fig12_repeats_that_disagree_leave_it_not_resolved(monkeypatch) -> None:
     assert ratios.set_index(["repeat", "device_type"])["d2_over_d1"].to_dict() == {
         (0, "fast"): 1.5, (0, "slow"): 1.5, (1, "fast"): 1.0, (1, "slow"): 1.5,
     }  # fmt: skip
+    # the launches' spread, pooled over the six cells: fast D1 (1.0, 1.2), fast D1+D2
+    # (1.5, 1.2); every other cell's two launches agree
+    logs = [math.log(x) for x in (1.0, 1.2, 1.5, 1.2)]
+    squares = sum((x - (logs[0] + logs[1]) / 2) ** 2 for x in logs[:2])
+    squares += sum((x - (logs[2] + logs[3]) / 2) ** 2 for x in logs[2:])
+    assert set(ratios["launch_df"]) == {6}
+    assert ratios["launch_log_sd"].iloc[0] == pytest.approx(math.sqrt(squares / 6))
     table = overhead.levels_table(runs)
     pooled = overhead.levels_verdict(table, "smoke", "t", runs=["r"])
     assert "no spread" in pooled.precision
     got = overhead.levels_verdict(table, "smoke", "t", runs=["r"], per_repeat=ratios)
     assert got.status is Status.NOT_RESOLVED and "wholly beyond the margin" in got.why
     assert got.precision == (
-        "2 interleaved repeats; D1+D2 / D1 over them at 95%: fast 1.25 ± 3.18, slow 1.50 ± "
-        "0.00 (repeats fast 1.00–1.50, slow 1.50–1.50)"
+        "2 interleaved repeats; D1+D2 / D1 over them at 95%: fast 1.22 (1.00–1.50), slow 1.50 "
+        "(1.22–1.84) (repeats fast 1.00–1.50, slow 1.50–1.50); the interval from the "
+        "launches' spread, pooled over every device type and level: ± 8% a launch (6 df)"
     )
+    # two launches that agree by chance (make run #25: 0.68 and 0.70 on the slow type,
+    # where that run's launches spread ±16%) do not decide: with the pooled spread the
+    # interval reaches past 0.9; with a spread of 2% it would not
+    chance = ratios.assign(d2_over_d1=[1.0, 0.68, 1.66, 0.70], launch_log_sd=0.16)
+    v = overhead.levels_verdict(table, "smoke", "t", per_repeat=chance)
+    assert v.status is Status.NOT_RESOLVED and "slow 0.69 (0.47–1.02)" in v.precision
+    tight = chance.assign(launch_log_sd=0.02)
+    assert overhead.levels_verdict(table, "smoke", "t", per_repeat=tight).status is (
+        Status.NOT_REPRODUCED
+    )
+    # without a pooled spread, the t interval over the repeats alone
+    ratios = ratios.drop(columns=["launch_log_sd", "launch_df"])
+    alone = overhead.levels_verdict(table, "smoke", "t", per_repeat=ratios)
+    assert "fast 1.25 (-1.93–4.43), slow 1.50 (1.50–1.50)" in alone.precision
     agree = ratios[ratios["repeat"] == 0]
     both = pd.concat([agree, agree.assign(repeat=1)])
     assert overhead.levels_verdict(table, "smoke", "t", per_repeat=both).status is pooled.status

@@ -245,14 +245,53 @@ def levels_table(runs: pd.DataFrame, baseline: str = "D0", warmup: int = 1) -> p
 
 def repeat_ratios(runs: pd.DataFrame, warmup: int = 1) -> pd.DataFrame:
     """What D2 adds on top of D1 (D1+D2 / D1 median step time) per repeat and device type:
-    the spread the verdict is judged against (one smoke run per point flipped it)."""
-    t = _relative(_level_steps(runs, warmup), ["repeat", "device_type"], "D1")
+    the spread the verdict is judged against (one smoke run per point flipped it). Also
+    ``launch_log_sd`` and ``launch_df``: the launch-to-launch spread of the log median step
+    time, pooled over every (device type, level) and the same on each row, which
+    ``levels_verdict`` judges by. One cell's two launches give a spread of one degree of
+    freedom: on the slow type two launches each read 0.68 and 0.70 (make run #25) and made
+    an interval of ± 0.16, where that run's launches of one cell spread ±16%."""
+    import numpy as np
+
+    steps = _level_steps(runs, warmup)
+    t = _relative(steps, ["repeat", "device_type"], "D1")
     t = t[t["level"] == "D1+D2"]
+    logs = np.log(steps.groupby(["repeat", "device_type", "level"])["s"].median())
+    cell = logs.groupby(level=["device_type", "level"])
+    dof = int((cell.count() - 1).sum())
+    squares = float(((logs - cell.transform("mean")) ** 2).sum())
+    sd = (squares / dof) ** 0.5 if dof else float("nan")
     return (
         t[["repeat", "device_type", "relative_time"]]
         .rename(columns={"relative_time": "d2_over_d1"})
+        .assign(launch_log_sd=sd, launch_df=dof)
         .reset_index(drop=True)
     )
+
+
+def _d2_intervals(per_repeat: pd.DataFrame) -> dict[str, tuple[float, float, float]]:
+    """Per device type: D1+D2 / D1 (geometric mean over the repeats) and its 95% interval,
+    from ``repeat_ratios``' pooled launch spread where it has one, else the t interval
+    over the repeats alone."""
+    import math
+
+    from lab.metrics.stats import t_quantile
+
+    out = {}
+    pooled = "launch_log_sd" in per_repeat and int(per_repeat["launch_df"].iloc[0]) > 0
+    for d, v in per_repeat.groupby("device_type")["d2_over_d1"]:
+        v = v.astype(float)
+        if not pooled:
+            e = mean_ci(v)
+            out[d] = (e.mean, e.mean - e.ci, e.mean + e.ci)
+            continue
+        logs = [math.log(x) for x in v]
+        mid = sum(logs) / len(logs)
+        # a ratio of two launches' medians: each side's spread, over the repeats
+        se = float(per_repeat["launch_log_sd"].iloc[0]) * math.sqrt(2 / len(logs))
+        half = t_quantile(0.95, int(per_repeat["launch_df"].iloc[0])) * se
+        out[d] = (math.exp(mid), math.exp(mid - half), math.exp(mid + half))
+    return out
 
 
 def run_dirs(runs: pd.DataFrame) -> list[str]:
@@ -409,11 +448,12 @@ def levels_verdict(
     """D1 costs less than D1+D2 on every device type, by more than ``LEVELS_MARGIN``
     (reproduced); D1+D2 cheaper by more than it somewhere (not reproduced); else not
     resolved. ``per_repeat`` (``repeat_ratios``): with two or more repeats, a device type
-    counts only where the 95% interval of D1+D2 / D1 over the repeats is wholly beyond the
-    margin on one side. Two smoke repeats of 8 ms steps spread 0.66–1.51; "every repeat on
-    the same side" let two repeats at 0.66 and 0.76 (after 0.96–1.12 and 0.97–1.03 in the
-    make runs before) say D2 makes the slow type faster. ``runs``: the run directories the
-    table was read from."""
+    counts only where the 95% interval of D1+D2 / D1 over the repeats (``_d2_intervals``:
+    from the launch spread pooled over the run) is wholly beyond the margin on one side.
+    Two smoke repeats of 8 ms steps spread 0.66–1.51; "every repeat on the same side" let
+    two repeats at 0.66 and 0.76 (after 0.96–1.12 and 0.97–1.03 in the make runs before)
+    say D2 makes the slow type faster. ``runs``: the run directories the table was read
+    from."""
     t = table.pivot(index="device_type", columns="level", values="relative_time")
     if not {"D1", "D1+D2"} <= set(t.columns):
         return Verdict(
@@ -431,16 +471,24 @@ def levels_verdict(
     if per_repeat is not None and per_repeat["repeat"].nunique() >= 2:
         n = per_repeat["repeat"].nunique()
         by_type = per_repeat.groupby("device_type")["d2_over_d1"]
-        est = {d: mean_ci(v.astype(float)) for d, v in by_type}
-        low = pd.Series({d: e.mean - e.ci for d, e in est.items()})
-        high = pd.Series({d: e.mean + e.ci for d, e in est.items()})
+        est = _d2_intervals(per_repeat)
+        low = pd.Series({d: e[1] for d, e in est.items()})
+        high = pd.Series({d: e[2] for d, e in est.items()})
         status = _levels_status(low, high)
+        pooled = ""
+        if "launch_log_sd" in per_repeat and int(per_repeat["launch_df"].iloc[0]) > 0:
+            pooled = (
+                f"; the interval from the launches' spread, pooled over every device type and"
+                f" level: ± {float(per_repeat['launch_log_sd'].iloc[0]):.0%} a launch"
+                f" ({int(per_repeat['launch_df'].iloc[0])} df)"
+            )
         precision = (
             f"{n} interleaved repeats; D1+D2 / D1 over them at 95%: "
-            + ", ".join(f"{d} {e.mean:.2f} ± {e.ci:.2f}" for d, e in est.items())
+            + ", ".join(f"{d} {m:.2f} ({lo:.2f}–{hi:.2f})" for d, (m, lo, hi) in est.items())
             + " (repeats "
             + ", ".join(f"{d} {v.min():.2f}–{v.max():.2f}" for d, v in by_type)
             + ")"
+            + pooled
         )
         spread = (
             " Judged on the interval over the repeats: a device type counts where it is"
