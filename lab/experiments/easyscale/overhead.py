@@ -6,6 +6,7 @@ per-step overhead against plain training (the same mini-batches by gradient accu
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from lab.experiments.easyscale import published
 from lab.experiments.easyscale.runs import EST_LABEL, launch_stage
 from lab.experiments.verdicts import Status, Verdict, percent
 from lab.metrics.figures import add_caption
-from lab.metrics.stats import mean_ci
+from lab.metrics.stats import mean_ci, t_quantile
 
 EXPERIMENT = "easyscale-overhead"
 DDP_BESIDE = "ESTs beside DDP"  # the variant Fig 13 is read from (Config.ddp_beside)
@@ -269,27 +270,29 @@ def repeat_ratios(runs: pd.DataFrame, warmup: int = 1) -> pd.DataFrame:
     )
 
 
+def _launch_spread(per_repeat: pd.DataFrame) -> tuple[float, int] | None:
+    """``repeat_ratios``' pooled launch spread (log sd, degrees of freedom), if it has one."""
+    if "launch_log_sd" not in per_repeat or int(per_repeat["launch_df"].iloc[0]) < 1:
+        return None
+    return float(per_repeat["launch_log_sd"].iloc[0]), int(per_repeat["launch_df"].iloc[0])
+
+
 def _d2_intervals(per_repeat: pd.DataFrame) -> dict[str, tuple[float, float, float]]:
     """Per device type: D1+D2 / D1 (geometric mean over the repeats) and its 95% interval,
     from ``repeat_ratios``' pooled launch spread where it has one, else the t interval
     over the repeats alone."""
-    import math
-
-    from lab.metrics.stats import t_quantile
-
+    spread = _launch_spread(per_repeat)
     out = {}
-    pooled = "launch_log_sd" in per_repeat and int(per_repeat["launch_df"].iloc[0]) > 0
     for d, v in per_repeat.groupby("device_type")["d2_over_d1"]:
         v = v.astype(float)
-        if not pooled:
+        if spread is None:
             e = mean_ci(v)
             out[d] = (e.mean, e.mean - e.ci, e.mean + e.ci)
             continue
         logs = [math.log(x) for x in v]
         mid = sum(logs) / len(logs)
         # a ratio of two launches' medians: each side's spread, over the repeats
-        se = float(per_repeat["launch_log_sd"].iloc[0]) * math.sqrt(2 / len(logs))
-        half = t_quantile(0.95, int(per_repeat["launch_df"].iloc[0])) * se
+        half = t_quantile(0.95, spread[1]) * spread[0] * math.sqrt(2 / len(logs))
         out[d] = (math.exp(mid), math.exp(mid - half), math.exp(mid + half))
     return out
 
@@ -475,12 +478,11 @@ def levels_verdict(
         low = pd.Series({d: e[1] for d, e in est.items()})
         high = pd.Series({d: e[2] for d, e in est.items()})
         status = _levels_status(low, high)
-        pooled = ""
-        if "launch_log_sd" in per_repeat and int(per_repeat["launch_df"].iloc[0]) > 0:
+        pooled, launches = "", _launch_spread(per_repeat)
+        if launches is not None:
             pooled = (
                 f"; the interval from the launches' spread, pooled over every device type and"
-                f" level: ± {float(per_repeat['launch_log_sd'].iloc[0]):.0%} a launch"
-                f" ({int(per_repeat['launch_df'].iloc[0])} df)"
+                f" level: ± {launches[0]:.0%} a launch ({launches[1]} df)"
             )
         precision = (
             f"{n} interleaved repeats; D1+D2 / D1 over them at 95%: "
