@@ -8,6 +8,7 @@ revocation time from the run's ``events.jsonl`` (lab.cluster.faults).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -132,6 +133,86 @@ def recovered_fraction(
             f"replacement settled; the run gave {len(before_rates)} and {len(after_rates)}"
         )
     return ratio(mean_ci(after_rates), mean_ci(before_rates))
+
+
+def _share(replaced: Any, total: Any, confidence: float) -> Estimate:
+    """The replaced rank's share of the steps over a phase's bins (a ratio estimator: the
+    interval from the bins' residuals ``replaced - share x total``, which stay small when
+    both counts move together with the machine)."""
+    import numpy as np
+
+    from lab.metrics.stats import Estimate, t_quantile
+
+    replaced, total = np.asarray(replaced, dtype=float), np.asarray(total, dtype=float)
+    n = len(total)
+    share = float(replaced.sum() / total.sum()) if total.sum() > 0 else math.nan
+    if n < 2 or share != share:
+        return Estimate(share)
+    resid = replaced - share * total
+    se = math.sqrt(float((resid**2).sum()) / (n - 1) / n) / float(total.mean())
+    return Estimate(share, t_quantile(confidence, n - 1) * se)
+
+
+def recovered_share(
+    steps: Any,
+    revoked_at: float,
+    rejoined_at: float,
+    replaced_ranks: Any,
+    before: float | None = None,
+    settle: float = WINDOW,
+    bin_s: float = BIN,
+    confidence: float = 0.95,
+) -> Estimate:
+    """The rate once the replacement takes part, as a fraction of the rate before, both
+    counted against the surviving ranks' pace in the same seconds: ``(1 - f_before) /
+    (1 - f_after)``, where ``f`` is the replaced ranks' share of the steps (before: the
+    revoked worker's; after: its replacement's). Equal shares give 1.0 whatever the
+    machine did between the two phases.
+
+    Why not the rates themselves (``recovered_fraction``): on this shared machine a core's
+    speed moves by tens of percent within minutes, and every host with it. In make run #27
+    the warm run's hosts used the same CPU before and after (survivor 0.29 -> 0.28 cores,
+    chief 0.36 -> 0.36) while every host spent 26-31% more of it per step after: its rate
+    read 76% of the rate before, and the survivor alone 76% of its own. Its replacement's
+    share came back to what the revoked worker's had been. The surviving workers are the
+    run's control, measured in the same seconds.
+
+    Phases are the bins of ``recovered_fraction``.
+
+    Raises:
+        NothingMeasured: fewer than two bins on either side, or no survivor.
+    """
+    import numpy as np
+
+    from lab.metrics.protocol import steady_state_start
+    from lab.metrics.stats import Estimate, ratio
+
+    replaced_mask = steps["rank"].isin(list(replaced_ranks)).to_numpy()
+    if replaced_mask.all() or not replaced_mask.any():
+        raise NothingMeasured("a share needs steps of the replaced ranks and of a survivor")
+    ends = np.sort(steps["ended_at"].to_numpy(dtype=float) - revoked_at)
+    mine = np.sort(steps["ended_at"].to_numpy(dtype=float)[replaced_mask] - revoked_at)
+    stop = float(steps.groupby("rank")["ended_at"].max().min()) - revoked_at
+
+    def counts(times: Any, start: float, end: float) -> Any:
+        edges = start + bin_s * np.arange(max(int((end - start) // bin_s), 0) + 1)
+        return np.diff(np.searchsorted(times, edges, side="right"))
+
+    if before is None:
+        first = -bin_s * ((0.0 - float(ends[0])) // bin_s)
+        first += bin_s * steady_state_start(list(counts(ends, first, 0.0) / bin_s))
+    else:
+        first = -before
+    settled = rejoined_at - revoked_at + settle
+    phases = [(counts(mine, a, b), counts(ends, a, b)) for a, b in ((first, 0.0), (settled, stop))]
+    if min(len(total) for _, total in phases) < 2:
+        raise NothingMeasured(
+            f"a recovery needs two {bin_s:g}-s bins before the revocation and after the "
+            f"replacement settled; the run gave {len(phases[0][1])} and {len(phases[1][1])}"
+        )
+    (f_before, f_after) = (_share(r, t, confidence) for r, t in phases)
+    survivors = [Estimate(1.0 - f.mean, f.ci) for f in (f_before, f_after)]
+    return ratio(survivors[0], survivors[1], confidence)
 
 
 def restart_overhead(steps: Any, revoked_at: float) -> tuple[float, int]:

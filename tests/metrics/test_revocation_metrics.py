@@ -150,3 +150,22 @@ def test_recovered_fraction_needs_time_on_both_sides() -> None:
     steps = _two_ranks(60, 60, 0.2, 4)
     with pytest.raises(NothingMeasured, match=r"two 0\.5-s bins"):
         revocation.recovered_fraction(steps, 1010.0, 1017.0)  # settled at 1019: none left
+
+
+def test_recovered_share_reads_the_rates_at_the_survivors_pace() -> None:
+    """A machine 25% slower after the revocation slows both workers alike: the rates
+    read 75%, the replacement's share is back where the revoked worker's was. A
+    replacement at half its peer's pace is short of it whatever the machine did."""
+    slower_machine = _two_ranks(60, 45, 0.3, 6)
+    rates = revocation.recovered_fraction(slower_machine, 1010.0, 1011.0)
+    assert rates.mean == pytest.approx(0.75, abs=0.07)
+    share = revocation.recovered_share(slower_machine, 1010.0, 1011.0, [1])
+    assert share.mean == pytest.approx(1.0, abs=0.03) and 0 < share.ci < 0.05
+    steps = _two_ranks(60, 60, 0.3, 7)
+    back = (steps["rank"] == 1) & (steps["ended_at"] > 1011.0)
+    halved = pd.concat([steps[~back], steps[back].iloc[::2]], ignore_index=True)
+    lagging = revocation.recovered_share(halved, 1010.0, 1011.0, [1])
+    # survivor 30 + replacement 15 steps/s against 30 + 30: 75% at the survivor's pace
+    assert lagging.mean == pytest.approx(0.75, abs=0.05) and lagging.mean + lagging.ci < 0.95
+    with pytest.raises(NothingMeasured, match="a survivor"):
+        revocation.recovered_share(steps[steps["rank"] == 1], 1010.0, 1011.0, [1])
