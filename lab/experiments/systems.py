@@ -196,9 +196,19 @@ def get_system(name: str) -> System:
         raise ParameterError("system", name, ", ".join(SYSTEMS)) from None
 
 
-def split_available(names: Iterable[str], cluster: Any = None) -> tuple[list[str], dict[str, str]]:
+def split_available(
+    names: Iterable[str], cluster: Any = None, need_one: bool = False
+) -> tuple[list[str], dict[str, str]]:
     """The systems that can run here (on ``cluster``, when given: its launcher is asked
-    whether it can start a job there), and why each of the others cannot."""
+    whether it can start a job there), and why each of the others cannot.
+
+    Raises:
+        NothingMeasured: with ``need_one``, when none can run: a figure with nothing to
+            measure says which of its systems is missing what, not an IndexError later.
+    """
+    from lab.errors import NothingMeasured
+
+    names = list(names)
     runnable, skipped = [], {}
     for name in names:
         system = get_system(name)
@@ -209,6 +219,15 @@ def split_available(names: Iterable[str], cluster: Any = None) -> tuple[list[str
             skipped[name] = reason
         else:
             runnable.append(name)
+    if need_one and not runnable:
+        why = "; ".join(f"{SYSTEMS[n].label}: {r}" for n, r in skipped.items())
+        hint = (
+            " (make setup builds KungFu from KUNGFU_SOURCE, a tarball or checkout of its "
+            "pinned commit, or from github.com when it is reachable)"
+            if any("kungfu" in r for r in skipped.values())
+            else ""
+        )
+        raise NothingMeasured(f"none of this figure's systems can run here: {why}{hint}")
     return runnable, skipped
 
 

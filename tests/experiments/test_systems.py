@@ -155,3 +155,19 @@ def test_kungfu_artifact_systems_run_the_artifacts_exact_commands(monkeypatch, t
         "--model=ResNet50",
         "--batch-size=64",
     ]
+
+
+def test_a_figure_with_no_runnable_system_says_what_each_one_lacks(monkeypatch) -> None:
+    """A notebook that asks for one runnable system gets the reasons, not an IndexError
+    from ``runnable[0]`` (Fig 8 on a machine where KungFu's source was unreachable)."""
+    from lab.errors import NothingMeasured
+    from lab.experiments.systems import System, split_available
+
+    missing = System("lacks-kungfu", "KungFu (test)", "local", "single", requires=("kungfu_x",))
+    monkeypatch.setitem(SYSTEMS, missing.name, missing)
+    assert split_available(["lacks-kungfu"]) == ([], {"lacks-kungfu": missing.unavailable()})
+    with pytest.raises(NothingMeasured, match=r"KungFu \(test\): Python package 'kungfu_x' is"):
+        split_available(["lacks-kungfu"], need_one=True)
+    with pytest.raises(NothingMeasured, match="KUNGFU_SOURCE"):
+        split_available(["lacks-kungfu"], need_one=True)
+    assert split_available(["single", "lacks-kungfu"], need_one=True)[0] == ["single"]
