@@ -38,8 +38,11 @@ env/setup_mxnet.sh || log "warning: MXNet is not installed; the MXNet rows will 
 # -- Python environment --------------------------------------------------------------
 want=$(cat requirements.txt pyproject.toml env/setup.sh env/build_*.sh env/kungfu-patches/* | sha256sum | cut -c1-16)
 stamp="$venv/.distlab-setup"
+# KUNGFU_SOURCE set where KungFu is missing (its source was unreachable the last time)
+# is a change too: build_kungfu.sh's message tells the user to set it and run setup again
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] \
-   && "$venv/bin/python" -c 'import lab, horovod, papermill' 2>/dev/null; then
+   && "$venv/bin/python" -c 'import lab, horovod, papermill' 2>/dev/null \
+   && { [ -z "${KUNGFU_SOURCE:-}" ] || "$venv/bin/python" -c 'import kungfu' 2>/dev/null; }; then
   log "$venv is up to date"
   exit 0
 fi
