@@ -43,6 +43,26 @@ def timeline(steps: Any, start: float, window: float = WINDOW, dt: float = 0.25)
     return pd.DataFrame({"t": grid, "rate": counts / window})
 
 
+def share_timeline(
+    steps: Any, start: float, ranks: Any, window: float = WINDOW, dt: float = 0.25
+) -> Any:
+    """The share of the steps that ``ranks`` made over the last ``window`` seconds, every
+    ``dt`` seconds (on ``timeline``'s grid): what ``recovered_share`` compares before and
+    after. NaN where no rank made a step.
+
+    Returns a DataFrame with ``t`` (seconds since ``start``) and ``share``.
+    """
+    import numpy as np
+
+    total = timeline(steps, start, window, dt)
+    mine = np.sort(steps.loc[steps["rank"].isin(list(ranks)), "ended_at"].to_numpy(float))
+    grid = total["t"].to_numpy() + start
+    counts = np.searchsorted(mine, grid, side="right") - np.searchsorted(mine, grid - window)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(total["rate"] > 0, counts / window / total["rate"], np.nan)
+    return total.assign(share=share).drop(columns="rate")
+
+
 @dataclass(frozen=True)
 class Effect:
     """A revocation's effect on throughput (all times in seconds from the revocation).

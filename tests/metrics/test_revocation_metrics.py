@@ -169,3 +169,14 @@ def test_recovered_share_reads_the_rates_at_the_survivors_pace() -> None:
     assert lagging.mean == pytest.approx(0.75, abs=0.05) and lagging.mean + lagging.ci < 0.95
     with pytest.raises(NothingMeasured, match="a survivor"):
         revocation.recovered_share(steps[steps["rank"] == 1], 1010.0, 1011.0, [1])
+
+
+def test_share_timeline_dips_while_the_replaced_rank_is_gone() -> None:
+    """Rank 1 is gone from 1010 to 1011 and rank 0 ends alone after 1019: each 2-s window
+    holding that second has it at a third of the steps, at none once rank 0 is alone."""
+    steps = _two_ranks(60, 60, 0.0, 8)
+    share = revocation.share_timeline(steps, 1010.0, [1]).set_index("t")["share"]
+    assert share.loc[-5.0:-0.5].between(0.45, 0.55).all()  # two equal ranks before
+    assert share.loc[1.0:2.0].between(0.3, 0.36).all()
+    assert share.loc[3.5:8.5].between(0.45, 0.55).all()
+    assert share.loc[11.0:].max() == 0

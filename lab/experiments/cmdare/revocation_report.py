@@ -37,6 +37,13 @@ def _kind(summary: Any, kind: str) -> Any:
 # -- a revoked worker -----------------------------------------------------------------------
 
 
+def revoked_ranks(run_dir: str) -> list[int]:
+    """The ranks of the run's revoked worker (its replacement takes them over)."""
+    from lab.cluster.faults import read_events
+
+    return next(x["ranks"] for x in read_events(run_dir) if x["event"] == "revoked")
+
+
 def worker_effects(summary: Any) -> Any:
     """Per worker-revocation run: the rate before, the dip, the time to recover to 95% of
     that rate, the steps lost, when the replacement was up and when its first step ended
@@ -48,13 +55,11 @@ def worker_effects(summary: Any) -> Any:
     import pandas as pd
 
     rows = []
-    from lab.cluster.faults import read_events
-
     for _, r in _kind(summary, "worker").iterrows():
         ev = revoked_at(r["run_dir"])
         steps = steps_of(r["run_dir"])
         e = rev.effect(steps, ev["revoked"])
-        ranks = next(x["ranks"] for x in read_events(r["run_dir"]) if x["event"] == "revoked")
+        ranks = revoked_ranks(r["run_dir"])
         back = steps[steps["rank"].isin(ranks) & (steps["ended_at"] > ev.get("replaced", 0))]
         rejoined = float(back["ended_at"].min()) if not back.empty else float("nan")
         fraction = _recovered(rev.recovered_share, steps, ev["revoked"], rejoined, ranks)
@@ -115,23 +120,37 @@ def recovery_status(fraction: float, ci: float) -> Status:
 
 
 def worker_figure(summary: Any, effects: Any) -> Any:
-    """The throughput timeline around the revocation, one line per replacement mode."""
-    import plotly.graph_objects as go
+    """The throughput timeline around the revocation, one line per replacement mode, and
+    below it the replaced worker's share of the steps (what the verdict compares before
+    and after: rev.recovered_share)."""
+    from plotly.colors import qualitative
+    from plotly.subplots import make_subplots
 
-    fig = go.Figure()
-    for _, e in effects.iterrows():
-        line = rev.timeline(steps_of(e["run_dir"]), revoked_at(e["run_dir"])["revoked"])
-        fig.add_scatter(x=line["t"], y=line["rate"], mode="lines", name=f"{e['mode']} (lab)")
+    colors = qualitative.Plotly
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.62, 0.38],
+                        vertical_spacing=0.06)  # fmt: skip
+    for i, (_, e) in enumerate(effects.iterrows()):
+        steps, revoked = steps_of(e["run_dir"]), revoked_at(e["run_dir"])["revoked"]
+        line = rev.timeline(steps, revoked)
+        color = colors[i % len(colors)]
+        fig.add_scatter(x=line["t"], y=line["rate"], mode="lines", name=f"{e['mode']} (lab)",
+                        line_color=color, legendgroup=e["mode"], row=1, col=1)  # fmt: skip
         fig.add_hline(y=0.95 * e["rate_before"], line_dash="dot", line_width=1,
-                      annotation_text=f"95% before ({e['mode']})")  # fmt: skip
+                      line_color=color, annotation_text=f"95% before ({e['mode']})",
+                      row=1, col=1)  # fmt: skip
+        share = rev.share_timeline(steps, revoked, revoked_ranks(e["run_dir"]))
+        fig.add_scatter(x=share["t"], y=share["share"], mode="lines", line_color=color,
+                        name=f"{e['mode']}: replaced worker's share", legendgroup=e["mode"],
+                        showlegend=False, row=2, col=1)  # fmt: skip
     fig.add_vline(x=0, line_dash="dash", annotation_text="worker revoked")
     fig.update_layout(
         title="A worker revoked during asynchronous PS training (2 workers, 1 PS; lab, "
         f"{HARDWARE})",
-        xaxis_title="seconds since the revocation",
-        yaxis_title="global steps/s (last 2 s)",
-        height=420,
+        height=560,
     )
+    fig.update_yaxes(title_text="global steps/s (last 2 s)", row=1, col=1)
+    fig.update_yaxes(title_text="replaced worker's share", tickformat=".0%", row=2, col=1)
+    fig.update_xaxes(title_text="seconds since the revocation", row=2, col=1)
     return fig
 
 
