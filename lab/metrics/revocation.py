@@ -103,6 +103,44 @@ def effect(steps: Any, revoked_at: float, window: float = WINDOW) -> Effect:
     return Effect(rate, lowest, 1.0 - lowest / rate, recovery, rate * until - made)
 
 
+def _bin_counts(times: Any, start: float, end: float, bin_s: float) -> Any:
+    """Steps ending in each whole ``bin_s``-second bin from ``start`` to ``end`` (sorted
+    ``times``)."""
+    import numpy as np
+
+    edges = start + bin_s * np.arange(max(int((end - start) // bin_s), 0) + 1)
+    return np.diff(np.searchsorted(times, edges, side="right"))
+
+
+def _phases(
+    steps: Any, revoked_at: float, rejoined_at: float, before: float | None, settle: float,
+    bin_s: float,
+) -> tuple[tuple[float, float], tuple[float, float]]:  # fmt: skip
+    """The (start, end) of "before" and "after", in seconds from the revocation, as
+    ``recovered_fraction`` says; raises NothingMeasured when either holds under two bins."""
+    import numpy as np
+
+    from lab.metrics.protocol import steady_state_start
+
+    ends = np.sort(steps["ended_at"].to_numpy(dtype=float) - revoked_at)
+    stop = float(ends[-1])
+    if "rank" in steps:
+        stop = float(steps.groupby("rank")["ended_at"].max().min()) - revoked_at
+    if before is None:
+        first = -bin_s * ((0.0 - float(ends[0])) // bin_s)
+        first += bin_s * steady_state_start(list(_bin_counts(ends, first, 0.0, bin_s) / bin_s))
+    else:
+        first = -before
+    phases = ((first, 0.0), (rejoined_at - revoked_at + settle, stop))
+    sizes = [int((b - a) // bin_s) if b > a else 0 for a, b in phases]
+    if min(sizes) < 2:
+        raise NothingMeasured(
+            f"a recovery needs two {bin_s:g}-s bins before the revocation and after the "
+            f"replacement settled; the run gave {sizes[0]} and {sizes[1]}"
+        )
+    return phases
+
+
 def recovered_fraction(
     steps: Any,
     revoked_at: float,
@@ -128,31 +166,14 @@ def recovered_fraction(
     """
     import numpy as np
 
-    from lab.metrics.protocol import steady_state_start
     from lab.metrics.stats import mean_ci, ratio
 
     ends = np.sort(steps["ended_at"].to_numpy(dtype=float) - revoked_at)
-    stop = float(ends[-1])
-    if "rank" in steps:
-        stop = float(steps.groupby("rank")["ended_at"].max().min()) - revoked_at
-
-    def rates(start: float, end: float) -> list[float]:
-        edges = start + bin_s * np.arange(max(int((end - start) // bin_s), 0) + 1)
-        counts = np.diff(np.searchsorted(ends, edges, side="right"))
-        return list(counts / bin_s)
-
-    if before is None:
-        ahead = rates(-bin_s * ((0.0 - float(ends[0])) // bin_s), 0.0)
-        before_rates = ahead[steady_state_start(ahead) :]
-    else:
-        before_rates = rates(-before, 0.0)
-    after_rates = rates(rejoined_at - revoked_at + settle, stop)
-    if min(len(before_rates), len(after_rates)) < 2:
-        raise NothingMeasured(
-            f"a recovery needs two {bin_s:g}-s bins before the revocation and after the "
-            f"replacement settled; the run gave {len(before_rates)} and {len(after_rates)}"
-        )
-    return ratio(mean_ci(after_rates), mean_ci(before_rates))
+    earlier, later = (
+        mean_ci(_bin_counts(ends, a, b, bin_s) / bin_s)
+        for a, b in _phases(steps, revoked_at, rejoined_at, before, settle, bin_s)
+    )
+    return ratio(later, earlier)
 
 
 def _share(replaced: Any, total: Any, confidence: float) -> Estimate:
@@ -204,7 +225,6 @@ def recovered_share(
     """
     import numpy as np
 
-    from lab.metrics.protocol import steady_state_start
     from lab.metrics.stats import Estimate, ratio
 
     replaced_mask = steps["rank"].isin(list(replaced_ranks)).to_numpy()
@@ -212,25 +232,10 @@ def recovered_share(
         raise NothingMeasured("a share needs steps of the replaced ranks and of a survivor")
     ends = np.sort(steps["ended_at"].to_numpy(dtype=float) - revoked_at)
     mine = np.sort(steps["ended_at"].to_numpy(dtype=float)[replaced_mask] - revoked_at)
-    stop = float(steps.groupby("rank")["ended_at"].max().min()) - revoked_at
-
-    def counts(times: Any, start: float, end: float) -> Any:
-        edges = start + bin_s * np.arange(max(int((end - start) // bin_s), 0) + 1)
-        return np.diff(np.searchsorted(times, edges, side="right"))
-
-    if before is None:
-        first = -bin_s * ((0.0 - float(ends[0])) // bin_s)
-        first += bin_s * steady_state_start(list(counts(ends, first, 0.0) / bin_s))
-    else:
-        first = -before
-    settled = rejoined_at - revoked_at + settle
-    phases = [(counts(mine, a, b), counts(ends, a, b)) for a, b in ((first, 0.0), (settled, stop))]
-    if min(len(total) for _, total in phases) < 2:
-        raise NothingMeasured(
-            f"a recovery needs two {bin_s:g}-s bins before the revocation and after the "
-            f"replacement settled; the run gave {len(phases[0][1])} and {len(phases[1][1])}"
-        )
-    (f_before, f_after) = (_share(r, t, confidence) for r, t in phases)
+    f_before, f_after = (
+        _share(_bin_counts(mine, a, b, bin_s), _bin_counts(ends, a, b, bin_s), confidence)
+        for a, b in _phases(steps, revoked_at, rejoined_at, before, settle, bin_s)
+    )
     survivors = [Estimate(1.0 - f.mean, f.ci) for f in (f_before, f_after)]
     return ratio(survivors[0], survivors[1], confidence)
 
