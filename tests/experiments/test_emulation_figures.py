@@ -59,3 +59,32 @@ def test_emulation_verdict_rule() -> None:
     assert starved.status is Status.NOT_RESOLVED and "50% of its quota" in starved.why
     with pytest.raises(NothingMeasured):
         emulation.verdict(_scaling().iloc[0:0], _allreduce(bound), 0.4, "smoke")
+
+
+def _rounds(tops: list[float]) -> pd.DataFrame:
+    """Rounds whose 1-host throughput differs (the machine's speed) and whose 4 hosts
+    reach ``tops`` × it."""
+    rows = []
+    for r, (top, one) in enumerate(zip(tops, [1.0, 1.3, 0.8], strict=False)):
+        rows += [{"round": r, "hosts": n, "throughput": t * one, "cpu_share_per_host": 0.4,
+                  "run_dir": f"r{r}-{n}"} for n, t in ((1, 1.0), (2, 1.9), (4, top))]  # fmt: skip
+    return emulation.speedups(pd.DataFrame(rows))
+
+
+def test_scaling_rounds_are_judged_each_against_its_own_one_host_run() -> None:
+    """Each round's speed-up is over its own 1-host run: a machine 30% faster in the second
+    round does not make it scale better. Rounds on both sides of the bar do not decide."""
+    s = _rounds([3.6, 3.4])
+    assert s.loc[s["hosts"] == 4, "efficiency"].tolist() == pytest.approx([0.9, 0.85])
+    bound = 2**20 * 8 / 100e6
+    both = emulation.verdict(s, _allreduce(bound), 0.4, "smoke", runs=("r",))
+    assert both.status is Status.REPRODUCED and both.lab_value == pytest.approx(0.875)
+    assert "rounds in alternating order: 90%, 85%" in both.why
+    split = emulation.verdict(_rounds([3.7, 3.1]), _allreduce(bound), 0.4, "smoke", runs=("r",))
+    assert split.status is Status.NOT_RESOLVED and "both sides of 80%" in split.why
+    low = emulation.verdict(_rounds([3.0, 3.1]), _allreduce(bound), 0.4, "smoke", runs=("r",))
+    assert low.status is Status.NOT_REPRODUCED
+    fig = emulation.figure(s, _allreduce(0.1), caption="test")
+    lab = next(t for t in fig.data if t.name == "lab")
+    assert list(lab.y) == pytest.approx([1.0, 1.9, 3.5])
+    assert list(lab.error_y.array) == pytest.approx([0.0, 0.0, 0.1])
