@@ -18,11 +18,6 @@ if TYPE_CHECKING:
     from lab.metrics.stats import Estimate
 
 WINDOW = 2.0  # seconds of steps each rate is counted over
-# seconds before the revocation whose steps set the rate to recover to: 10 bins of BIN s.
-# The revocation must come late enough for this window to miss the run's ramp: at smoke
-# scale, 3 s before global step 300 read 42 steps/s against 50 later, so runs "recovered"
-# to 116-121%; measured later they read 99-105% ± 7-9%
-BEFORE = 5.0
 RECOVERED = 0.95  # fraction of that rate
 BIN = 0.5  # seconds: the disjoint bins whose step counts give a recovery's interval
 
@@ -68,7 +63,7 @@ class Effect:
     """A revocation's effect on throughput (all times in seconds from the revocation).
 
     Args:
-        rate_before: steps/s over the ``BEFORE`` seconds before it.
+        rate_before: steps/s over the steady seconds before it (``rate_before``).
         lowest: the lowest rate after it, before recovery.
         dip: 1 - lowest / rate_before.
         recovery: seconds until the rate is back to ``RECOVERED`` x rate_before (None: never).
@@ -88,9 +83,7 @@ def effect(steps: Any, revoked_at: float, window: float = WINDOW) -> Effect:
 
     line = timeline(steps, revoked_at, window)
     ends = steps["ended_at"].to_numpy(dtype=float) - revoked_at
-    if ends.min() > -BEFORE:
-        raise NothingMeasured(f"fewer than {BEFORE:g} s of steps before the revocation")
-    rate = float(np.count_nonzero((ends > -BEFORE) & (ends <= 0))) / BEFORE
+    rate = rate_before(steps, revoked_at)
     if rate <= 0:
         raise NothingMeasured("no steps in the seconds before the revocation")
     after = line[line["t"] > window / 2]
@@ -112,6 +105,34 @@ def _bin_counts(times: Any, start: float, end: float, bin_s: float) -> Any:
     return np.diff(np.searchsorted(times, edges, side="right"))
 
 
+def _steady_start(ends: Any, bin_s: float) -> float:
+    """Where the steady bins before the revocation (at 0) begin: the first whole bin after
+    the run's first step (``ends``: sorted, seconds from the revocation), less the ramp
+    that MSER cuts (lab.metrics.protocol.steady_state_start)."""
+    from lab.metrics.protocol import steady_state_start
+
+    first = -bin_s * ((0.0 - float(ends[0])) // bin_s)
+    return first + bin_s * steady_state_start(list(_bin_counts(ends, first, 0.0, bin_s) / bin_s))
+
+
+def rate_before(steps: Any, revoked_at: float, bin_s: float = BIN) -> float:
+    """Steps/s before the revocation, over its steady bins (``_steady_start``). A fixed
+    5 s before it missed the ramp at smoke scale only when the revocation came late (3 s
+    before global step 300 read 42 steps/s against 50 later), and on a fast hour a chief
+    revoked at global step 325 had fewer than 5 s of steps before it (make run #30).
+
+    Raises:
+        NothingMeasured: fewer than two steady bins before the revocation.
+    """
+    import numpy as np
+
+    ends = np.sort(steps["ended_at"].to_numpy(dtype=float) - revoked_at)
+    counts = _bin_counts(ends, _steady_start(ends, bin_s), 0.0, bin_s) if ends[0] < 0 else []
+    if len(counts) < 2:
+        raise NothingMeasured(f"fewer than two {bin_s:g}-s bins of steps before the revocation")
+    return float(np.mean(counts)) / bin_s
+
+
 def _phases(
     steps: Any, revoked_at: float, rejoined_at: float, before: float | None, settle: float,
     bin_s: float,
@@ -120,17 +141,11 @@ def _phases(
     ``recovered_fraction`` says; raises NothingMeasured when either holds under two bins."""
     import numpy as np
 
-    from lab.metrics.protocol import steady_state_start
-
     ends = np.sort(steps["ended_at"].to_numpy(dtype=float) - revoked_at)
     stop = float(ends[-1])
     if "rank" in steps:
         stop = float(steps.groupby("rank")["ended_at"].max().min()) - revoked_at
-    if before is None:
-        first = -bin_s * ((0.0 - float(ends[0])) // bin_s)
-        first += bin_s * steady_state_start(list(_bin_counts(ends, first, 0.0, bin_s) / bin_s))
-    else:
-        first = -before
+    first = _steady_start(ends, bin_s) if before is None else -before
     phases = ((first, 0.0), (rejoined_at - revoked_at + settle, stop))
     sizes = [int((b - a) // bin_s) if b > a else 0 for a, b in phases]
     if min(sizes) < 2:

@@ -180,3 +180,16 @@ def test_share_timeline_dips_while_the_replaced_rank_is_gone() -> None:
     assert share.loc[1.0:2.0].between(0.3, 0.36).all()
     assert share.loc[3.5:8.5].between(0.45, 0.55).all()
     assert share.loc[11.0:].max() == 0
+
+
+def test_rate_before_needs_no_fixed_window_and_leaves_the_ramp_out() -> None:
+    """Make run #30: a chief revoked 4.9 s after its first step had "fewer than 5 s of
+    steps before the revocation". The steady bins before it are enough."""
+    steps = _steps(10.0, 3.0, 10.0)
+    early = revocation.effect(steps, revoked_at=1003.0)  # 3 s of steps before it
+    assert early.rate_before == pytest.approx(10.0, rel=0.05)
+    ramp = np.arange(1000.0, 1002.0, 1 / 3.0)  # 3 steps/s for 2 s, then 10/s
+    ramped = pd.DataFrame({"ended_at": np.concatenate([ramp, 1002.0 + np.arange(0, 8, 0.1)])})
+    assert revocation.rate_before(ramped, 1010.0) == pytest.approx(10.0, rel=0.05)
+    with pytest.raises(NothingMeasured, match=r"two 0\.5-s bins"):
+        revocation.rate_before(steps, 1000.6)
