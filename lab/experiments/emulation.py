@@ -246,7 +246,7 @@ def verdict(
     received = float(tops["cpu_share_per_host"].min())
     share = received / quota if quota else float("nan")
     rounds = (
-        f" (rounds in alternating order: {', '.join(f'{e:.0%}' for e in tops['efficiency'])})"
+        f"; rounds in alternating order: {', '.join(f'{e:.0%}' for e in tops['efficiency'])}"
         if len(tops) > 1
         else ""
     )

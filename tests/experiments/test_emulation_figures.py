@@ -79,7 +79,7 @@ def test_scaling_rounds_are_judged_each_against_its_own_one_host_run() -> None:
     bound = 2**20 * 8 / 100e6
     both = emulation.verdict(s, _allreduce(bound), 0.4, "smoke", runs=("r",))
     assert both.status is Status.REPRODUCED and both.lab_value == pytest.approx(0.875)
-    assert "rounds in alternating order: 90%, 85%" in both.why
+    assert "(88% of linear; rounds in alternating order: 90%, 85%)" in both.why
     split = emulation.verdict(_rounds([3.7, 3.1]), _allreduce(bound), 0.4, "smoke", runs=("r",))
     assert split.status is Status.NOT_RESOLVED and "both sides of 80%" in split.why
     low = emulation.verdict(_rounds([3.0, 3.1]), _allreduce(bound), 0.4, "smoke", runs=("r",))
