@@ -21,6 +21,13 @@ from lab.experiments.p3 import artifact as p3_artifact
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MXNET_PYTHON = ".venv-mxnet/bin/python"  # make setup: env/setup_mxnet.sh
+# How to get a requirement that is not here, said after the reason it is missing: KungFu is
+# not on PyPI, and where github.com is unreachable make setup needs its source named
+_KUNGFU_HINT = (
+    " (make setup builds KungFu from KUNGFU_SOURCE, a tarball or checkout of its pinned "
+    "commit, or from github.com when it is reachable)"
+)
+INSTALL_HINTS = {"kungfu": _KUNGFU_HINT, "exe:kungfu-run": _KUNGFU_HINT}
 
 
 @dataclass(frozen=True)
@@ -54,21 +61,30 @@ class System:
     check: Callable[[], str | None] | None = None
 
     def unavailable(self) -> str | None:
-        """Why this system cannot run here, or None when it can."""
+        """Why this system cannot run here, or None when it can (with how to get what is
+        missing, where ``INSTALL_HINTS`` knows)."""
         for need in self.requires:
-            if need.startswith("exe:"):
-                exe = need[4:]
-                if find_program(exe) is None:
-                    return f"{exe} is not installed"
-            elif need.startswith("env:"):
-                if not os.environ.get(need[4:]):
-                    return f"{need[4:]} is not set"
-            elif need.startswith("path:"):
-                if not (REPO_ROOT / need[5:]).is_file():
-                    return f"not installed ({need[5:]} is missing; make setup creates it)"
-            elif importlib.util.find_spec(need) is None:
-                return f"Python package {need!r} is not installed"
+            missing = self._missing(need)
+            if missing:
+                return missing + INSTALL_HINTS.get(need, "")
         return self.check() if self.check is not None else None
+
+    @staticmethod
+    def _missing(need: str) -> str | None:
+        """Why one requirement (``System.requires``) is not met here, or None."""
+        if need.startswith("exe:"):
+            exe = need[4:]
+            if find_program(exe) is None:
+                return f"{exe} is not installed"
+        elif need.startswith("env:"):
+            if not os.environ.get(need[4:]):
+                return f"{need[4:]} is not set"
+        elif need.startswith("path:"):
+            if not (REPO_ROOT / need[5:]).is_file():
+                return f"not installed ({need[5:]} is missing; make setup creates it)"
+        elif importlib.util.find_spec(need) is None:
+            return f"Python package {need!r} is not installed"
+        return None
 
 
 SYSTEMS: dict[str, System] = {
@@ -208,7 +224,6 @@ def split_available(
     """
     from lab.errors import NothingMeasured
 
-    names = list(names)
     runnable, skipped = [], {}
     for name in names:
         system = get_system(name)
@@ -221,13 +236,7 @@ def split_available(
             runnable.append(name)
     if need_one and not runnable:
         why = "; ".join(f"{SYSTEMS[n].label}: {r}" for n, r in skipped.items())
-        hint = (
-            " (make setup builds KungFu from KUNGFU_SOURCE, a tarball or checkout of its "
-            "pinned commit, or from github.com when it is reachable)"
-            if any("kungfu" in r for r in skipped.values())
-            else ""
-        )
-        raise NothingMeasured(f"none of this figure's systems can run here: {why}{hint}")
+        raise NothingMeasured(f"none of this figure's systems can run here: {why}")
     return runnable, skipped
 
 

@@ -161,10 +161,11 @@ def test_a_figure_with_no_runnable_system_says_what_each_one_lacks(monkeypatch) 
     """A notebook that asks for one runnable system gets the reasons, not an IndexError
     from ``runnable[0]`` (Fig 8 on a machine where KungFu's source was unreachable)."""
     from lab.errors import NothingMeasured
-    from lab.experiments.systems import System, split_available
+    from lab.experiments.systems import INSTALL_HINTS, System, split_available
 
     missing = System("lacks-kungfu", "KungFu (test)", "local", "single", requires=("kungfu_x",))
     monkeypatch.setitem(SYSTEMS, missing.name, missing)
+    monkeypatch.setitem(INSTALL_HINTS, "kungfu_x", INSTALL_HINTS["kungfu"])  # as if KungFu's
     assert split_available(["lacks-kungfu"]) == ([], {"lacks-kungfu": missing.unavailable()})
     with pytest.raises(NothingMeasured, match=r"KungFu \(test\): Python package 'kungfu_x' is"):
         split_available(["lacks-kungfu"], need_one=True)
