@@ -22,6 +22,13 @@ RECOVERED = 0.95  # fraction of that rate
 BIN = 0.5  # seconds: the disjoint bins whose step counts give a recovery's interval
 
 
+def _in_window(times: Any, grid: Any, window: float) -> Any:
+    """Steps (sorted end ``times``) ending in the ``window`` seconds up to each grid point."""
+    import numpy as np
+
+    return np.searchsorted(times, grid, side="right") - np.searchsorted(times, grid - window)
+
+
 def timeline(steps: Any, start: float, window: float = WINDOW, dt: float = 0.25) -> Any:
     """Steps per second, counted over the last ``window`` seconds every ``dt`` seconds.
 
@@ -34,8 +41,7 @@ def timeline(steps: Any, start: float, window: float = WINDOW, dt: float = 0.25)
     if len(ends) == 0:
         raise NothingMeasured("no step with an end time")
     grid = np.arange(ends[0] + window, ends[-1] + dt, dt)
-    counts = np.searchsorted(ends, grid, side="right") - np.searchsorted(ends, grid - window)
-    return pd.DataFrame({"t": grid, "rate": counts / window})
+    return pd.DataFrame({"t": grid, "rate": _in_window(ends, grid, window) / window})
 
 
 def share_timeline(
@@ -51,8 +57,7 @@ def share_timeline(
 
     total = timeline(steps, start, window, dt)
     mine = np.sort(steps.loc[steps["rank"].isin(list(ranks)), "ended_at"].to_numpy(float))
-    grid = total["t"].to_numpy() + start
-    counts = np.searchsorted(mine, grid, side="right") - np.searchsorted(mine, grid - window)
+    counts = _in_window(mine, total["t"].to_numpy() + start, window)
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.where(total["rate"] > 0, counts / window / total["rate"], np.nan)
     return total.assign(share=share).drop(columns="rate")
