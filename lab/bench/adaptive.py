@@ -18,12 +18,17 @@ gradients and their squared norms, which give the noise-scale terms of lab.bench
 smoothed by KungFu's NoiseScaleEMA and handed to the policy, which therefore takes the
 same decision everywhere. ``--seeds N`` trains N times in one launch (seeds ``seed`` ..
 ``seed + N - 1``: the sampling streams differ, the teacher is the same), so intervals over
-seeds cost one start-up. Records: ``step`` {seed, step, samples (this rank's), batch_size
-(global), size, seconds, loss, eval_loss, noise_scale, warmup}, an ``event`` {"name":
-"batch_size", "old", "new"} on each change, one {"name": "gc_frozen"} before each seed's
-steps (lab.bench.backends.common.freeze_garbage), and per seed a ``summary`` with the training
-time (the steps' seconds; evaluation is not counted), steps and samples to
-``--target-loss``. ``--policy fixed`` is the fixed-batch baseline.
+seeds cost one start-up. ``--policy fixed`` is the fixed-batch baseline; ``--arms
+adaptive:32,fixed:1024`` trains every seed under each of these policies (policy:start
+batch) in turn, the order reversed every other seed, so the times a seed compares are taken
+seconds apart and a drift in the machine's speed falls on every arm alike (separate launches
+put minutes between them). Records, each with the arm's ``policy`` and ``start_batch``:
+``step`` {seed, step, samples (this rank's), batch_size (global), size, seconds, loss,
+eval_loss, noise_scale, warmup}, an ``event`` {"name": "batch_size", "old", "new"} on each
+change, one {"name": "gc_frozen"} before each arm's steps
+(lab.bench.backends.common.freeze_garbage), and per seed and arm a ``summary`` with the
+training time (the steps' seconds; evaluation is not counted), steps and samples to
+``--target-loss``.
 """
 
 from __future__ import annotations
@@ -130,6 +135,44 @@ class FixedBatchPolicy:
         return self.batch
 
 
+Arm = tuple[str, int]  # a policy and its starting global batch
+
+
+def parse_arms(text: str) -> list[Arm]:
+    """``"adaptive:32,fixed:1024"`` → [("adaptive", 32), ("fixed", 1024)].
+
+    Raises:
+        ParameterError: an entry that is not ``policy:batch`` with a known policy and a
+            batch >= 1, or the same arm twice.
+    """
+    arms: list[Arm] = []
+    for entry in text.split(","):
+        policy, _, batch = entry.strip().partition(":")
+        if policy not in POLICIES or not batch.isdigit() or int(batch) < 1:
+            raise ParameterError("arms", entry, f"policy:batch, policy one of {POLICIES}")
+        arms.append((policy, int(batch)))
+    if len(set(arms)) < len(arms):
+        raise ParameterError("arms", text, "each policy:batch once")
+    return arms
+
+
+def arm_order(arms: Sequence[Arm], seed_index: int) -> list[Arm]:
+    """The arms in the order seed number ``seed_index`` (0, 1, ...) trains them: as given,
+    then reversed, alternately, so over two seeds every arm runs as early as every other."""
+    return list(arms) if seed_index % 2 == 0 else list(reversed(arms))
+
+
+def make_policy(
+    policy: str, batch: int, ns: argparse.Namespace, size: int = 1
+) -> AdaptiveBatchPolicy | FixedBatchPolicy:
+    """The arm's policy with the flags' growth, cap and interval."""
+    if policy == "fixed":
+        return FixedBatchPolicy(batch)
+    return AdaptiveBatchPolicy(
+        batch, ns.max_batch_size, ns.growth, interval=ns.interval, multiple_of=size
+    )
+
+
 # ---------------------------------------------------------------------- the workload
 
 
@@ -145,8 +188,9 @@ def run(ns: argparse.Namespace) -> int:
     rank, size = hvd.rank(), hvd.size()
     if size < 2:
         raise ParameterError("np", size, "at least 2 ranks (the noise scale needs two batch sizes)")
-    if ns.batch_size % size:
-        raise ParameterError("batch-size", ns.batch_size, f"a multiple of the {size} ranks")
+    for _, batch in ns.arms:
+        if batch % size:
+            raise ParameterError("batch-size", batch, f"a multiple of the {size} ranks")
     task = make_task(ns.seed, ns.features, ns.classes, ns.temperature)
     target = ns.target_loss if ns.target_loss > 0 else TARGET_FACTOR * task.optimum_loss
     emit(
@@ -156,9 +200,9 @@ def run(ns: argparse.Namespace) -> int:
         model=f"softmax {ns.features}x{ns.classes} (teacher)",
         params=ns.features * ns.classes,
         backend="horovod",
-        implementation=f"{ns.policy} batch (lab, Horovod allreduce)",
-        policy=ns.policy,
-        batch_size=ns.batch_size,
+        implementation=f"{' and '.join(dict.fromkeys(p for p, _ in ns.arms))} batch "
+        "(lab, Horovod allreduce)",
+        arms=[f"{p}:{b}" for p, b in ns.arms],
         max_batch_size=ns.max_batch_size,
         lr=ns.lr,
         steps=ns.steps,
@@ -169,32 +213,30 @@ def run(ns: argparse.Namespace) -> int:
         device=common.device_name(tf),
         horovod=_hvd_version(),
     )
-    for seed in range(ns.seed, ns.seed + ns.seeds):
-        _train(ns, task, target, seed, hvd, tf, rank, size)
+    for i, seed in enumerate(range(ns.seed, ns.seed + ns.seeds)):
+        for arm in arm_order(ns.arms, i):
+            _train(ns, task, target, seed, arm, hvd, tf, rank, size)
     hvd.shutdown()
     return 0
 
 
-def _train(ns: argparse.Namespace, task: Any, target: float, seed: int, hvd: Any, tf: Any,
-           rank: int, size: int) -> None:  # fmt: skip
-    """One seed's training: steps until ``--steps`` (or the target, with --until-target)."""
+def _train(ns: argparse.Namespace, task: Any, target: float, seed: int, arm: Arm, hvd: Any,
+           tf: Any, rank: int, size: int) -> None:  # fmt: skip
+    """One seed's training under one arm: steps until ``--steps`` (or the target, with
+    --until-target)."""
     import numpy as np
 
     from lab.bench import monitors
     from lab.bench.backends import common
 
-    policy: AdaptiveBatchPolicy | FixedBatchPolicy
-    if ns.policy == "fixed":
-        policy = FixedBatchPolicy(ns.batch_size)
-    else:
-        policy = AdaptiveBatchPolicy(
-            ns.batch_size, ns.max_batch_size, ns.growth, interval=ns.interval, multiple_of=size
-        )
+    name, batch = arm
+    policy = make_policy(name, batch, ns, size)
+    mark = {"seed": seed, "policy": name, "start_batch": batch}  # on every record of the arm
     w = np.zeros(task.shape, np.float32)
     rng = np.random.default_rng([seed, 2, rank])
     gns_ema = monitors.NoiseScaleEMA()
-    batch, trained, reached, samples_seen, rates = ns.batch_size, 0.0, None, 0, []
-    common.freeze_garbage(rank, seed=seed)  # no full collection inside a timed step
+    trained, reached, samples_seen, rates = 0.0, None, 0, []
+    common.freeze_garbage(rank, **mark)  # no full collection inside a timed step
     for step in range(ns.steps):
         t0 = time.perf_counter()
         local_b = batch // size
@@ -216,14 +258,14 @@ def _train(ns: argparse.Namespace, task: Any, target: float, seed: int, hvd: Any
         if reached is None and ev <= target:
             reached = {"seconds": trained, "steps": step + 1, "samples": samples_seen}
         rates.append(batch / seconds)
-        emit("step", rank=rank, seed=seed, step=step, samples=local_b, batch_size=batch,
+        emit("step", rank=rank, **mark, step=step, samples=local_b, batch_size=batch,
              size=size, seconds=round(seconds, 6), warmup=False, loss=round(loss, 6),
              eval_loss=round(ev, 6), noise_scale=round(noise_scale, 6))  # fmt: skip
         if rank == 0 and step % 20 == 0:
             print(f"Iter #{step}: {local_b / seconds:.1f} img/sec per CPU", flush=True)
         new = policy.observe(noise_scale)
         if new != batch:
-            emit("event", rank=rank, seed=seed, name="batch_size", old=batch, new=new, step=step)
+            emit("event", rank=rank, **mark, name="batch_size", old=batch, new=new, step=step)
             batch = new
         if reached is not None and ns.until_target:
             break
@@ -231,7 +273,7 @@ def _train(ns: argparse.Namespace, task: Any, target: float, seed: int, hvd: Any
     emit(
         "summary",
         rank=rank,
-        seed=seed,
+        **mark,
         world_size=size,
         img_per_sec=round(mean_rate / size, 3),
         total=round(mean_rate, 3),
@@ -264,6 +306,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--policy", choices=POLICIES, default="adaptive")
     p.add_argument("--batch-size", type=int, default=32, help="starting global batch size")
+    p.add_argument(
+        "--arms",
+        default="",
+        help="policy:batch,... trained in turn on every seed (default: --policy:--batch-size)",
+    )
     p.add_argument("--max-batch-size", type=int, default=1024, help="the policy's cap")
     p.add_argument("--growth", type=float, default=2.0, help="batch factor on growth")
     p.add_argument("--interval", type=int, default=10, help="steps between decisions")
@@ -287,8 +334,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = _parser()
     ns = parser.parse_args(argv)
     try:
-        if ns.policy == "adaptive":
-            AdaptiveBatchPolicy(ns.batch_size, ns.max_batch_size, ns.growth, interval=ns.interval)
+        ns.arms = parse_arms(ns.arms) if ns.arms else [(ns.policy, ns.batch_size)]
+        for policy, batch in ns.arms:
+            make_policy(policy, batch, ns)  # its parameters checked here, not on the ranks
         require_at_least(
             ("batch-size", ns.batch_size, 1),
             ("steps", ns.steps, 1),

@@ -32,6 +32,9 @@ class MetricTrace:
         title: the figure's title.
         every: seconds between redraws while a run goes.
         display: show the figure (False in tests: read ``points`` instead).
+        split: step-record fields whose values, joined by ":", name a record's line in
+            place of the run's label (``("policy", "start_batch")``: a line per arm of a
+            run that trains several one after another).
         sink: what to draw into: anything with ``show(figure)``; default a
             lab.metrics.sweep.LiveFigure when ``display`` is true.
     """
@@ -43,8 +46,10 @@ class MetricTrace:
         every: float = 2.0,
         display: bool = True,
         sink: Any = None,
+        split: Sequence[str] = (),
     ) -> None:
         self.names = set(names)
+        self.split = tuple(split)
         self.title = title
         self.every = every
         self.label = ""
@@ -92,9 +97,11 @@ class MetricTrace:
             return
         rank = int(rec.get("rank", line.rank if line.rank is not None else -1))
         step = int(rec.get("step", 0))
+        parts = [str(rec[k]) for k in self.split if rec.get(k) is not None]
+        label = ":".join(parts) if parts else self.label
         with self._lock:
             for name, value in values.items():
-                self.points.setdefault((self.label, name, rank), []).append((step, float(value)))
+                self.points.setdefault((label, name, rank), []).append((step, float(value)))
             self._version += 1
 
     def on_end(self, state: str, exit_code: int, rank_exit_codes: Mapping[int, Any]) -> None:

@@ -9,9 +9,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
-from lab.bench.adaptive import AdaptiveBatchPolicy, FixedBatchPolicy
+from lab.bench.adaptive import (
+    AdaptiveBatchPolicy,
+    FixedBatchPolicy,
+    arm_order,
+    parse_args,
+    parse_arms,
+)
 from lab.errors import ParameterError
 from lab.metrics.records import parse_record
 
@@ -98,6 +105,25 @@ def test_fixed_policy_never_changes() -> None:
     assert {p.observe(g) for g in (1.0, 1e6, math.nan)} == {32}
 
 
+def test_arms_parse_and_alternate_their_order_seed_by_seed() -> None:
+    arms = parse_arms("adaptive:32, fixed:32,fixed:1024")
+    assert arms == [("adaptive", 32), ("fixed", 32), ("fixed", 1024)]
+    assert [arm_order(arms, i)[0] for i in range(4)] == [arms[0], arms[2], arms[0], arms[2]]
+    assert arm_order(arms, 1) == arms[::-1]
+    for bad in ("adaptive", "sgd:32", "fixed:0", "fixed:x", "fixed:8,fixed:8"):
+        with pytest.raises(ParameterError) as err:
+            parse_arms(bad)
+        assert err.value.name == "arms"
+
+
+def test_the_flags_give_one_arm_or_the_listed_ones(capsys) -> None:
+    assert parse_args(["--policy", "fixed", "--batch-size", "64"]).arms == [("fixed", 64)]
+    assert parse_args(["--arms", "fixed:8,adaptive:8"]).arms == [("fixed", 8), ("adaptive", 8)]
+    with pytest.raises(SystemExit):  # an adaptive arm above the cap: refused before any rank
+        parse_args(["--arms", "adaptive:2048", "--max-batch-size", "1024"])
+    assert "max-batch" in capsys.readouterr().err
+
+
 def test_workload_rejects_bad_flags_before_importing_horovod() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "lab.bench.adaptive", "--growth", "0.5"],
@@ -174,10 +200,16 @@ def test_the_notebooks_runner_pins_its_ranks_and_runs_them(tmp_path, monkeypatch
         d for d in os.environ["PATH"].split(os.pathsep)
         if Path(d).resolve() != Path(sys.executable).parent.resolve()
     ))  # fmt: skip
-    point = {"policy": "fixed", "batch": 32, "workers": 2, "steps": 5, "max_batch": 32,
-             "seeds": 1, "system": adaptive.SYSTEM}  # fmt: skip
+    point = {"arms": "fixed:32,fixed:64", "workers": 2, "steps": 5, "max_batch": 64,
+             "seeds": 2, "system": adaptive.SYSTEM}  # fmt: skip
     result = adaptive.runner("local", timeout=180)(point)
     assert result.ok, result.reason
+    # each seed trained under both arms, the order reversed on the second seed
+    summary = pd.DataFrame([{**point, "state": "succeeded", "run_dir": str(result.run_dir)}])
+    finals = adaptive.finals(summary)
+    order = finals[["seed", "start batch"]].to_numpy().tolist()
+    assert order == [[1, 32], [1, 64], [2, 64], [2, 32]]
+    assert set(adaptive.curves(summary)["run"]) == {"fixed (start 32)", "fixed (start 64)"}
     manifest = json.loads((result.run_dir / "manifest.json").read_text())
     assert manifest["params"]["pin_cpus"] is True
     assert manifest["command"][:3] == [sys.executable, "-m", "lab.cluster.affinity"]

@@ -588,6 +588,45 @@ def test_adaptive_builders_read_the_runs(tmp_path) -> None:
     assert (t.loc[("fixed", 8), "reached"], t.loc[("fixed", 8), "seeds"]) == (0, 2)
 
 
+def test_adaptive_arms_of_one_launch_are_told_apart_by_their_records(tmp_path) -> None:
+    """The sweep's one launch trains every arm; the records, not the point, name each arm."""
+    from lab.experiments.kungfu import adaptive
+    from lab.metrics.records import format_record
+
+    p = {"start_batch": 8, "fixed_batches": [8, 128], "max_batch": 128, "workers": 2,
+         "features": 64, "steps": 50, "seeds": 2}  # fmt: skip
+    (point,) = adaptive.points(p)
+    assert point["arms"] == "adaptive:8,fixed:8,fixed:128"
+    cmd = adaptive.argv(point)
+    assert cmd[cmd.index("--arms") + 1] == point["arms"] and "--policy" not in cmd
+    assert cmd[cmd.index("--features") + 1] == "64"
+    cmd = adaptive.argv({**point, "arms": None, "policy": "fixed", "batch": 8})
+    assert "--arms" not in cmd  # the controls' single run names its policy and batch
+    assert cmd[cmd.index("--policy") : cmd.index("--policy") + 4] == [
+        "--policy", "fixed", "--batch-size", "8"]  # fmt: skip
+
+    run = tmp_path / "run"
+    run.mkdir()
+    lines = []
+    for seed, order in ((1, [("adaptive", 8, 1.0), ("fixed", 128, 2.0)]),
+                        (2, [("fixed", 128, 2.5), ("adaptive", 8, 1.5)])):  # fmt: skip
+        for policy, batch, to_target in order:
+            mark = {"rank": 0, "seed": seed, "policy": policy, "start_batch": batch}
+            step = {"samples": batch // 2, "batch_size": batch, "seconds": 0.5, "noise_scale": 1.0,
+                    "eval_loss": 1.0}  # fmt: skip
+            lines += [format_record("step", **mark, step=i, **step) for i in range(2)]
+            lines.append(format_record("summary", **mark, final_batch_size=batch,
+                                       time_to_target=to_target))  # fmt: skip
+    (run / "rank-0.log").write_text("\n".join(lines) + "\n")
+    summary = pd.DataFrame([{**point, "state": "succeeded", "run_dir": str(run)}])
+    curves = adaptive.curves(summary)
+    assert set(curves["run"]) == {"adaptive (start 8)", "fixed (start 128)"}
+    assert curves.groupby(["run", "seed"])["elapsed"].max().tolist() == [1.0] * 4
+    finals = adaptive.finals(summary).set_index(["policy", "start batch", "seed"])
+    assert finals.loc[("fixed", 128, 2), "time_to_target"] == 2.5
+    assert adaptive.seed_differences(finals.reset_index(), 8, 128).mean == pytest.approx(-1.0)
+
+
 def _finals(times: dict[tuple[str, int], list[float]]) -> pd.DataFrame:
     rows = [
         {"policy": p, "start batch": b, "seed": i, "time_to_target": x}

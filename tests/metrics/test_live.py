@@ -60,6 +60,21 @@ def test_trace_reads_fields_of_step_records() -> None:
     }
 
 
+def test_split_fields_name_the_lines_of_a_run_with_several_arms() -> None:
+    trace = MetricTrace(["noise_scale"], display=False, split=("policy", "start_batch"))
+    trace.for_run("fig 4")
+    for policy, batch, value in (("adaptive", 32, 1.0), ("fixed", 1024, 2.0)):
+        rec = format_record("step", rank=0, step=0, policy=policy, start_batch=batch,
+                            seconds=0.1, noise_scale=value)  # fmt: skip
+        trace.on_line(L(0, "stdout", rec))
+    trace.on_line(L(0, "stdout", format_record("step", rank=0, step=1, noise_scale=3.0)))
+    assert trace.points == {
+        ("adaptive:32", "noise_scale", 0): [(0, 1.0)],
+        ("fixed:1024", "noise_scale", 0): [(0, 2.0)],
+        ("fig 4", "noise_scale", 0): [(1, 3.0)],  # without the fields: the run's label
+    }
+
+
 class Sink:
     """Records what was drawn, and from which thread (a LiveFigure stands here in a kernel)."""
 

@@ -12,8 +12,11 @@ start and its cap: the question is whether growing beats staying at either end.
 The paper publishes no number for this figure in its artifact (the published table has no
 row for it, and the verdict says so, computed from that table), so the status compares
 the lab's runs with the figure's claim — the adaptive batch reaches the target loss sooner
-than every fixed batch — over several seeds per policy (each launch trains them one after
-another), time to target being the steps' training seconds:
+than every fixed batch — over several seeds, time to target being the steps' training
+seconds. One launch trains each seed under every policy in turn (the order reversed every
+other seed), so a seed's times are taken seconds apart: with a launch per policy, minutes
+apart, the machine's drift in speed moved the difference (on a 2-core container, 4 make
+runs gave adaptive − fixed −0.17 ± 0.09, −0.14 ± 0.07, −0.22 ± 0.12 and −0.03 ± 0.10 s).
 
 - a policy's time is the mean over its seeds with a 95% t-interval; a policy with a seed
   that never reached the target counts as slower than any that always did;
@@ -52,17 +55,24 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "start_batch": 32,
         "fixed_batches": [32, 1024],
         "max_batch": 1024,
-        "steps": 250,
-        # a seed trains in ~1 s of a run's ~9 (the rest is start-up): 3 seeds gave a
-        # per-seed difference of -0.12 ± 0.29 s (t on 2 degrees of freedom: 4.3), 8 seeds
-        # cost ~5 s a run more and put t at 2.4 over sqrt(8)
-        "seeds": 8,
+        # the teacher's input width sets what a step costs: at 128 a step took ~6 ms at any
+        # batch on a 2-core container (the allreduce and Python dominate), so time to target
+        # followed steps, adaptive and fixed 1024 took as many (~170), and the policy's
+        # saving in samples (half or less) could not show (adaptive − fixed = -0.06 ± 0.09
+        # s); at 512 a step's compute grows with the batch, as on a GPU at large batches
+        "features": 512,
+        "steps": 300,  # fixed 1024 took 205-220 steps to the target at 512 features
+        # a seed takes ~7 s under the three arms (evaluation included); 8 seeds gave
+        # adaptive − fixed 1024 = -0.64 ± 0.12 s (sd ~0.14 s), so 6 (t 2.57 over sqrt(6))
+        # resolve a difference of ~0.15 s
+        "seeds": 6,
     },
     "paper": {
         "workers": 8,
         "start_batch": 32,
         "fixed_batches": [32, 256, 1024, 8192],
         "max_batch": 8192,
+        "features": 512,
         "steps": 3000,
         "seeds": 5,
     },
@@ -88,35 +98,43 @@ FINAL_COLUMNS = [
 
 
 def points(p: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The adaptive run and one run per fixed batch."""
-    runs = [{"policy": "adaptive", "batch": p["start_batch"]}]
-    runs += [{"policy": "fixed", "batch": b} for b in p["fixed_batches"]]
-    common = {
-        "workers": p["workers"],
-        "steps": p["steps"],
-        "max_batch": p["max_batch"],
-        "seeds": p["seeds"],
-        "system": SYSTEM,
-    }
-    return [{**r, **common} for r in runs]
+    """One launch that trains every seed under the adaptive policy and each fixed batch in
+    turn (``arms``; lab.bench.adaptive alternates their order seed by seed): the times a
+    seed compares are taken seconds apart, not a launch or two apart."""
+    arms = [f"adaptive:{p['start_batch']}", *(f"fixed:{b}" for b in p["fixed_batches"])]
+    return [
+        {
+            "arms": ",".join(arms),
+            "workers": p["workers"],
+            "steps": p["steps"],
+            "max_batch": p["max_batch"],
+            "features": p["features"],
+            "seeds": p["seeds"],
+            "system": SYSTEM,
+        }
+    ]
 
 
 def argv(point: Mapping[str, Any]) -> list[str]:
-    """The rank command (a bare ``python``: the cluster's interpreter)."""
+    """The rank command (a bare ``python``: the cluster's interpreter) for a point with
+    ``arms``, or one ``policy`` and ``batch`` (the controls' single run)."""
+    if point.get("arms"):
+        arms = ["--arms", str(point["arms"])]
+    else:
+        arms = ["--policy", str(point["policy"]), "--batch-size", str(point["batch"])]
     return [
         "python",
         "-m",
         "lab.bench.adaptive",
-        "--policy",
-        str(point["policy"]),
-        "--batch-size",
-        str(point["batch"]),
+        *arms,
         "--max-batch-size",
         str(point["max_batch"]),
         "--steps",
         str(point["steps"]),
         "--seeds",
         str(point.get("seeds", 1)),
+        "--features",
+        str(point.get("features", 128)),
         "--until-target",
     ]
 
@@ -141,7 +159,7 @@ def runner(
             from lab.cluster.observers import FanOut
             from lab.cluster.view import make_view
 
-            view = FanOut(make_view("auto"), trace.for_run(f"{point['policy']} {point['batch']}"))
+            view = FanOut(make_view("auto"), trace.for_run(_label(point)))
         command, pinned = pinning(point, cluster, argv(point))
         return lab.launch(
             command,
@@ -158,25 +176,35 @@ def runner(
     return run
 
 
-def _rank0(run_dir: str, kind: str) -> pd.DataFrame:
+def _label(point: Mapping[str, Any]) -> str:
+    return str(point["arms"]) if point.get("arms") else f"{point['policy']}:{point['batch']}"
+
+
+def _rank0(row: Any, kind: str) -> pd.DataFrame:
+    """Rank 0's records of ``kind`` in the summary row's run, each with its arm's ``policy``
+    and ``start_batch`` (from the point where the records lack them: one-arm runs)."""
     from lab.metrics.store import load_run
 
-    recs = load_run(run_dir)
-    return recs[(recs["kind"] == kind) & (recs["source"] == "lab") & (recs["rank"] == 0)]
+    recs = load_run(row["run_dir"])
+    mine = recs[(recs["kind"] == kind) & (recs["source"] == "lab") & (recs["rank"] == 0)].copy()
+    for col, key in (("policy", "policy"), ("start_batch", "batch")):
+        given = mine[col] if col in mine else pd.Series(index=mine.index, dtype=object)
+        mine[col] = given.where(given.notna(), row.get(key))
+    return mine
 
 
 def curves(summary: pd.DataFrame) -> pd.DataFrame:
-    """Rank 0's steps of every succeeded run, per seed on its training clock (``elapsed``:
-    the steps' seconds so far, the clock time to target is read on), named ``run``
-    ("adaptive (start 32)"), with ``img_per_s`` of the whole job."""
+    """Rank 0's steps of every succeeded run, per arm and seed on its training clock
+    (``elapsed``: the steps' seconds so far, the clock time to target is read on), named
+    ``run`` ("adaptive (start 32)"), with ``img_per_s`` of the whole job."""
     parts = []
     for _, row in succeeded(summary).iterrows():
-        s = _rank0(row["run_dir"], "step").copy()
+        s = _rank0(row, "step")
         if s.empty:
             continue
         s["seed"] = pd.to_numeric(s["seed"], errors="coerce") if "seed" in s else 0
-        s["elapsed"] = s.groupby("seed", dropna=False)["seconds"].cumsum()
-        s["run"] = f"{row['policy']} (start {int(row['batch'])})"
+        s["run"] = s["policy"] + " (start " + s["start_batch"].astype(int).astype(str) + ")"
+        s["elapsed"] = s.groupby(["run", "seed"], dropna=False)["seconds"].cumsum()
         s["img_per_s"] = s["batch_size"] / s["seconds"]
         parts.append(s)
     cols = ["run", "seed", "elapsed", *PANELS]
@@ -229,15 +257,15 @@ def figure(table: pd.DataFrame, caption: str | None = None, workers: Any = None)
 
 
 def finals(summary: pd.DataFrame) -> pd.DataFrame:
-    """One row per seed of every succeeded run: its summary record (final batch,
+    """One row per arm and seed of every succeeded run: its summary record (final batch,
     time/steps/samples to the target loss, NaN where it never reached it)."""
     rows = []
     for _, row in succeeded(summary).iterrows():
-        for _, last in _rank0(row["run_dir"], "summary").iterrows():
+        for _, last in _rank0(row, "summary").iterrows():
             rows.append(
                 {
-                    "policy": row["policy"],
-                    "start batch": int(row["batch"]),
+                    "policy": last["policy"],
+                    "start batch": int(last["start_batch"]),
                     **{c: last.get(c, math.nan) for c in FINAL_COLUMNS[2:-1]},
                     "run_dir": row["run_dir"],
                 }
