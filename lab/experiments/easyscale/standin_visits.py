@@ -2,8 +2,9 @@
 
 ``lab.bench.torch_step_sweep`` visits every (input size, k) in rounds and tags each step
 with its ``visit``; ``standin_table`` keeps one number per cell (the median of windows over
-all visits). Here each visit gives a table of its own (the median of that visit's timed
-steps per cell), so the simulation can be run once per visit and a ratio such as Fig 14's
+all visits). Here each visit gives a table of its own (the median of that visit's steady
+timed steps per cell: the steps before a cell's steady state, found from its step times,
+are left out), so the simulation can be run once per visit and a ratio such as Fig 14's
 makespan ratio judged by its spread over visits, not from one point.
 """
 
@@ -71,17 +72,25 @@ _INTS = ("rank", "image_size", "batch_size", "micro_batches", "visit")
 
 
 def _visit_steps(run_dir: str) -> pd.DataFrame:
-    """A run's timed steps with rank, cell and visit as integers (empty without visits)."""
+    """A run's steady timed steps with rank, cell and visit as integers (empty without
+    visits): per rank and cell, the steps before ``steady_state_start`` of its series in
+    step order are dropped (a first visit ran at ~twice its later step time on a 2-core
+    container, its one untimed step not enough; its visit table then set the heter/homo
+    makespan ratio apart from the others)."""
     from lab.metrics import load_run
+    from lab.metrics.protocol import steady_state_start
 
     records = load_run(run_dir)
     if "visit" not in records:
         return pd.DataFrame()
     steps = records[records["kind"] == "step"]
     steps = steps[~steps["warmup"].fillna(True).astype(bool)].copy()
-    for col in (*_INTS, "seconds"):
+    for col in (*_INTS, "step", "seconds"):
         steps[col] = pd.to_numeric(steps[col], errors="coerce")
-    return steps.dropna(subset=list(_INTS)).astype({c: int for c in _INTS})
+    steps = steps.dropna(subset=list(_INTS)).astype({c: int for c in _INTS}).sort_values("step")
+    cells = steps.groupby(["rank", *_CELL[1:]])
+    cut = cells["seconds"].transform(lambda s: steady_state_start(s.tolist()))
+    return steps[cells.cumcount() >= cut]
 
 
 def summaries_by_visit(
