@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> None:
     rank = int(os.environ.get("RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
     host = os.environ.get("DISTLAB_HOST", "")
     emit("header", model="spin", rank=rank, host=host, unit=args.unit, seconds=args.seconds)
-    cpu0 = time.process_time()
+    cpu0 = cpu_last = time.process_time()
     start = last = time.perf_counter()
     total = since = step = 0
     while True:
@@ -43,8 +43,10 @@ def main(argv: list[str] | None = None) -> None:
         since += 1
         now = time.perf_counter()
         if now - last >= args.report or now - start >= args.seconds:
-            emit("step", rank=rank, step=step, samples=since, seconds=round(now - last, 6))
-            step, since, last = step + 1, 0, now
+            cpu_now = time.process_time()  # per step: the share once a quota applies
+            emit("step", rank=rank, step=step, samples=since, seconds=round(now - last, 6),
+                 cpu_seconds=round(cpu_now - cpu_last, 6))  # fmt: skip
+            step, since, last, cpu_last = step + 1, 0, now, cpu_now
         if now - start >= args.seconds:
             break
     elapsed = time.perf_counter() - start

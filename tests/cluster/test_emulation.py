@@ -138,6 +138,7 @@ def test_spin_emits_steps_and_summary() -> None:
     assert out.returncode == 0, out.stderr
     assert len(steps) >= 2 and len(summary) == 1
     assert sum(s["samples"] for s in steps) == summary[0]["samples"] > 0
+    assert sum(s["cpu_seconds"] for s in steps) == pytest.approx(summary[0]["cpu_seconds"], 1e-3)
 
 
 # ---------------------------------------------------------------- real kernel objects

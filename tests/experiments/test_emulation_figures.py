@@ -71,6 +71,51 @@ def _rounds(tops: list[float]) -> pd.DataFrame:
     return emulation.speedups(pd.DataFrame(rows))
 
 
+def test_the_fraction_of_linear_splits_into_cpu_received_and_work_per_cpu_second() -> None:
+    """Four hosts at 84% of linear that each got their CPU but did less per CPU-second:
+    the why says which factor fell."""
+    s = emulation.speedups(
+        pd.DataFrame(
+            {
+                "hosts": [1, 4],
+                "throughput": [1.0, 3.36],
+                "cpu_share_per_host": [0.40, 0.42],
+                "work_per_cpu_s": [2.5, 2.0],
+                "run_dir": ["r1", "r4"],
+            }
+        )
+    )
+    top = s.iloc[-1]
+    assert top["efficiency"] == pytest.approx(top["cpu_ratio"] * top["work_ratio"])
+    bound = 2**20 * 8 / 100e6
+    v = emulation.verdict(s, _allreduce(bound), 0.4, "smoke", runs=("r",))
+    assert "a host received 1.05× the CPU and did 0.80× the work per CPU-second" in v.why
+    unmeasured = emulation.verdict(_scaling(), _allreduce(bound), 0.4, "smoke")
+    assert "work per CPU-second" not in unmeasured.why  # runs without the counts say nothing
+
+
+def test_a_spin_run_is_read_after_its_shares_applied() -> None:
+    """One host's first step at full speed (flagged warm-up by lab.metrics.shares) is left
+    out of its pace: counted, it made one host look 30% faster than its quota lets it."""
+    records = pd.DataFrame(
+        [
+            {"kind": "step", "rank": 0, "samples": 355, "seconds": 0.5, "cpu_seconds": 0.5,
+             "warmup": True},
+            *({"kind": "step", "rank": 0, "samples": 150, "seconds": 0.5, "cpu_seconds": 0.2,
+               "warmup": pd.NA} for _ in range(3)),
+            {"kind": "summary", "rank": 0, "samples": 805, "seconds": 2.0},
+        ]
+    )  # fmt: skip
+    rates = emulation.quota_rates(records)
+    assert rates == pytest.approx(
+        {"throughput": 300.0, "cpu_share_per_host": 0.4, "work_per_cpu_s": 750.0}
+    )
+    two = pd.concat([records, records.assign(rank=1)], ignore_index=True)
+    assert emulation.quota_rates(two)["throughput"] == pytest.approx(600.0)  # summed over ranks
+    with pytest.raises(NothingMeasured, match="after its CPU shares applied"):
+        emulation.quota_rates(records.iloc[[0, 4]])  # the full-speed step and the summary
+
+
 def test_scaling_rounds_are_judged_each_against_its_own_one_host_run() -> None:
     """Each round's speed-up is over its own 1-host run: a machine 30% faster in the second
     round does not make it scale better. Rounds on both sides of the bar do not decide."""
