@@ -16,18 +16,24 @@ Each configuration ends with one ``metric`` record (``name="step_seconds"``): th
 of its windows' mean step times (see ``windowed_median``), beside the step records it
 came from.
 
-Every rank measures on its own (no process group): a run with N ranks on N emulated hosts
-of different CPU quotas measures N device stand-ins side by side.
+Every rank measures on its own: a run with N ranks on N emulated hosts of different CPU
+quotas measures N device stand-ins side by side. With ``--in-step`` the ranks start each
+round together (a gloo barrier, the only use of its process group), so visit k of every
+rank falls in the same stretch of time: left to their own pace, a fast rank's last visit
+ran while a slow one was two visits behind, and a drift in the machine's speed between
+them moved the speed ratio between device types that a visit's table gives.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import itertools
 import os
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from lab.errors import ParameterError, require_at_least
 from lab.metrics.records import emit
@@ -95,6 +101,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--num-classes", type=int, default=10)
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--in-step", action="store_true", help="ranks start each round together")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds a rank waits at a round")
     return p
 
 
@@ -109,7 +117,7 @@ def _check(ns: argparse.Namespace) -> argparse.Namespace:
         *((f"micro-batches[{i}]", v, 1) for i, v in enumerate(ns.micro_batches)),
         *((f"threads[{i}]", v, 1) for i, v in enumerate(ns.threads)),
     )
-    for name in ("seconds", "window", "lr"):
+    for name in ("seconds", "window", "lr", "timeout"):
         if not getattr(ns, name) > 0:
             raise ParameterError(name, getattr(ns, name), "a number > 0")
     return ns
@@ -198,6 +206,29 @@ def _report(ns: argparse.Namespace, rank: int, config: _Config, step: int) -> No
     )
 
 
+def _round_barrier(ns: argparse.Namespace, rank: int, world: int) -> Any:
+    """What a rank calls at each round's start; returns the seconds it waited there (0
+    without ``--in-step`` or with one rank)."""
+    if not ns.in_step or world < 2:
+        return lambda: 0.0
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    dist.init_process_group(
+        "gloo", init_method="env://", rank=rank, world_size=world,
+        timeout=timedelta(seconds=ns.timeout),
+    )  # fmt: skip
+    atexit.register(dist.destroy_process_group)
+
+    def wait() -> float:
+        start = time.perf_counter()
+        dist.barrier()
+        return time.perf_counter() - start
+
+    return wait
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ns = parse_args(argv)
     rank = int(os.environ.get("RANK", 0))
@@ -225,8 +256,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         pid=os.getpid(),
     )
     configs = [_Config(ns, rank, size, k) for size in ns.image_sizes for k in ns.micro_batches]
+    barrier = _round_barrier(ns, rank, world)
     step = 0
-    for _ in range(ns.rounds):
+    for r in range(ns.rounds):
+        waited = barrier()
+        emit("event", rank=rank, name="round", round=r + 1, waited=round(waited, 6))
         for config in configs:
             step = _visit(ns, rank, config, step)
     for config in configs:

@@ -42,6 +42,33 @@ def test_flags_are_lists_and_checked_before_launch() -> None:
         ["--seconds", "0"],
         ["--min-steps", "0"],
         ["--rounds", "0"],
+        ["--timeout", "0"],
     ):
         with pytest.raises(ParameterError):
             check_argv([*MODULE, *bad])
+
+
+@pytest.mark.slow
+def test_in_step_ranks_start_no_round_before_every_rank_ended_the_last(tmp_path) -> None:
+    """Two ranks with --in-step: each round's start (its ``round`` event) on either rank
+    comes after every timed step of the round before on both."""
+    import sys
+
+    import pandas as pd
+
+    from lab.cluster import launch
+    from lab.metrics.store import load_run
+
+    argv = [sys.executable, "-m", "lab.bench.torch_step_sweep", "--image-sizes", "16",
+            "--micro-batches", "1,2", "--seconds", "0.2", "--rounds", "3", "--in-step"]  # fmt: skip
+    result = launch(argv, np=2, launcher="local", cluster="local", view=None, timeout=180,
+                    experiment="test-in-step", results_root=tmp_path, check=False)  # fmt: skip
+    assert result.ok, result.reason
+    records = load_run(result.run_dir)
+    rounds = records[records["name"] == "round"].assign(round=lambda d: d["round"].astype(int))
+    assert sorted(rounds.groupby("rank")["round"].apply(list).tolist()) == [[1, 2, 3]] * 2
+    steps = records[records["kind"] == "step"].dropna(subset=["visit"])
+    ended = steps.groupby(steps["visit"].astype(int))["time"].max()
+    started = rounds.groupby("round")["time"].min()
+    assert all(started[r] >= ended[r - 1] for r in (2, 3)), (started, ended)
+    assert pd.to_numeric(rounds["waited"]).ge(0).all()

@@ -145,6 +145,7 @@ def points(
             "seconds": float(seconds),
             "min_steps": int(min_steps),
             "rounds": int(rounds),
+            "in_step": len(group) > 1,  # side by side: every round starts together
         }
         for (m, b), sizes in sorted(by_model.items())
         for group in _groups(devices)
@@ -198,6 +199,7 @@ def run_point(
         str(point["rounds"]),
         "--threads",
         csv(point["device_threads"]),
+        *(["--in-step"] if point.get("in_step") else []),
     ]
     configs = len(point["image_sizes"]) * len(point["ests"])
     return launch(
