@@ -180,5 +180,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _exit_now(code: int) -> None:
+    """Flush and end the process without the interpreter's teardown. Once the records are
+    out there is nothing left to do, and the teardown is where it failed: a DDP rank
+    aborted after its summary and ``destroy_process_group`` ("terminate called without
+    an active exception", SIGABRT; once in a make run), as torch's objects holding gloo
+    work were destroyed while the interpreter was finalising."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _exit_now(main())
