@@ -22,6 +22,11 @@ round together (a gloo barrier, the only use of its process group), so visit k o
 rank falls in the same stretch of time: left to their own pace, a fast rank's last visit
 ran while a slow one was two visits behind, and a drift in the machine's speed between
 them moved the speed ratio between device types that a visit's table gives.
+
+``--allocator keep`` (the default) has glibc keep freed blocks for the next step, as a
+GPU's caching allocator does (``lab.bench.allocator``): otherwise a large input's step
+faults its activations' pages in again every time, and that kernel time swayed the speed
+ratio between stand-ins.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from lab.bench.allocator import CHOICES
 from lab.errors import ParameterError, require_at_least
 from lab.metrics.records import emit
 
@@ -103,6 +109,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--in-step", action="store_true", help="ranks start each round together")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds a rank waits at a round")
+    p.add_argument(
+        "--allocator", default="keep", choices=CHOICES, help="keep freed memory, or glibc's way"
+    )
     return p
 
 
@@ -237,6 +246,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"--threads: one value or {world} (one per rank), not {ns.threads}", file=sys.stderr)
         return 2
     threads = ns.threads[rank] if len(ns.threads) > 1 else ns.threads[0]
+    from lab.bench.allocator import configure
+
+    allocator = configure(ns.allocator)
     import torch
 
     torch.set_num_threads(threads)
@@ -254,6 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         torch=torch.__version__,
         device_name="cpu",
         pid=os.getpid(),
+        **allocator,
     )
     configs = [_Config(ns, rank, size, k) for size in ns.image_sizes for k in ns.micro_batches]
     barrier = _round_barrier(ns, rank, world)

@@ -146,6 +146,7 @@ def points(
             "min_steps": int(min_steps),
             "rounds": int(rounds),
             "in_step": len(group) > 1,  # side by side: every round starts together
+            "allocator": "keep",  # freed blocks kept for the next step (lab.bench.allocator)
         }
         for (m, b), sizes in sorted(by_model.items())
         for group in _groups(devices)
@@ -200,6 +201,8 @@ def run_point(
         "--threads",
         csv(point["device_threads"]),
         *(["--in-step"] if point.get("in_step") else []),
+        "--allocator",
+        str(point.get("allocator", "system")),
     ]
     configs = len(point["image_sizes"]) * len(point["ests"])
     return launch(
