@@ -19,6 +19,7 @@ import socket
 import sys
 import time
 from collections.abc import Sequence
+from typing import NoReturn
 
 from lab.bench.easyscale.config import DEVICES, LEVELS, MODELS, SYSTEMS, Config, parse_device
 from lab.errors import ParameterError
@@ -180,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _exit_now(code: int) -> None:
+def _exit_now(code: int) -> NoReturn:
     """Flush and end the process without the interpreter's teardown. Once the records are
     out there is nothing left to do, and the teardown is where it failed: a DDP rank
     aborted after its summary and ``destroy_process_group`` ("terminate called without
