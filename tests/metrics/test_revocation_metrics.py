@@ -60,6 +60,20 @@ def test_restart_parts_split_the_overhead_at_the_first_redone_step() -> None:
     assert restart == pytest.approx(5.0, abs=0.01) and redone == pytest.approx(3.9, abs=0.01)
 
 
+def test_a_step_ending_just_after_the_revocation_counts_as_reached() -> None:
+    """A step in flight at the revocation ends 3 ms after it: it is the step reached, not
+    the job being back (the overhead read 0.0 s in a make run)."""
+    t = 1000.0 + np.arange(0, 10, 0.1)  # steps 1..100 at 10/s, revoked at 1009.95
+    redo = 1015.0 + np.arange(0, 8, 0.1)  # restored at 60: steps 61..140 from 1015
+    steps = pd.DataFrame(
+        {"ended_at": np.concatenate([t, [1009.953], redo]),
+         "global_step": np.concatenate([np.arange(1, 101), [101], np.arange(61, 141)])}
+    )  # fmt: skip
+    restart, redone, reached = revocation.restart_parts(steps, 1009.95)
+    assert reached == 101
+    assert restart == pytest.approx(5.05, abs=0.01) and redone == pytest.approx(4.0, abs=0.01)
+
+
 def test_restart_that_never_gets_back_says_so() -> None:
     steps = pd.DataFrame({"ended_at": [1.0, 2.0, 5.0], "global_step": [1, 2, 1]})
     with pytest.raises(NothingMeasured, match="never got back to step 2"):
