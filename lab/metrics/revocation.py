@@ -271,9 +271,9 @@ def restart_overhead(steps: Any, revoked_at: float) -> tuple[float, int]:
     read 0.0 s (restart 4.2 s)."""
     import numpy as np
 
-    order = np.argsort(steps["ended_at"].to_numpy(dtype=float), kind="stable")
-    ended = steps["ended_at"].to_numpy(dtype=float)[order]
-    gs = steps["global_step"].to_numpy()[order]
+    ended = steps["ended_at"].to_numpy(dtype=float)
+    order = np.argsort(ended, kind="stable")
+    ended, gs = ended[order], steps["global_step"].to_numpy()[order]
     if not (ended <= revoked_at).any():
         raise NothingMeasured("no step ended before the revocation")
     highest_so_far = np.maximum.accumulate(gs)
