@@ -8,9 +8,10 @@ samples, seconds), ``summary``, ``metric`` (name, value, step), ``event``.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 PREFIX = "@lab "
 
@@ -26,6 +27,19 @@ def emit(kind: str, stream: TextIO | None = None, **fields: Any) -> None:
     out = stream or sys.stdout
     out.write(format_record(kind, **fields) + "\n")
     out.flush()
+
+
+def exit_now(code: int) -> NoReturn:
+    """Flush stdout and stderr, then end the process without the interpreter's teardown.
+
+    For a rank whose records are all out: the teardown is where ranks failed. A DDP rank
+    aborted while torch destroyed its gloo objects ("terminate called without an active
+    exception", SIGABRT), and a TensorFlow chief's coordinator threads or a server's gRPC
+    threads would keep a finished task alive.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def parse_record(text: str) -> dict[str, Any] | None:

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from lab.bench.backends import checkpoints, common
 from lab.bench.models import build_model, count_params
 from lab.errors import ParameterError
-from lab.metrics.records import emit
+from lab.metrics.records import emit, exit_now
 
 if TYPE_CHECKING:
     from lab.bench.synthetic import Config
@@ -158,20 +158,12 @@ def run(cfg: Config) -> NoReturn:
     cluster, role, index = read_tf_config()
     tf = common.setup_tensorflow(cfg.threads)
     if role != "chief":
-        _exit(serve(tf, cfg, cluster, role, index))
+        exit_now(serve(tf, cfg, cluster, role, index))
     try:
         train(tf, cfg, cluster)
     except Exception:  # the coordinator's threads would keep a failed chief alive
         traceback.print_exc()
-        _exit(1)
-
-
-def _exit(code: int) -> NoReturn:
-    """Flush and end the process now: the coordinator's threads (chief) or the gRPC
-    server (other tasks) would otherwise outlive the run."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+        exit_now(1)
 
 
 def train(tf: Any, cfg: Config, cluster: dict[str, Any]) -> NoReturn:
@@ -257,4 +249,4 @@ def train(tf: Any, cfg: Config, cluster: dict[str, Any]) -> NoReturn:
     # Exit here, not by returning: freeing this frame's tf.functions makes each one's
     # __del__ ask every remote worker to drop it, which held the chief 10-60 s after its
     # summary (seen in py-spy: Context.remove_function).
-    _exit(0)
+    exit_now(0)

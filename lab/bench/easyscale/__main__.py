@@ -16,14 +16,12 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-import sys
 import time
 from collections.abc import Sequence
-from typing import NoReturn
 
 from lab.bench.easyscale.config import DEVICES, LEVELS, MODELS, SYSTEMS, Config, parse_device
 from lab.errors import ParameterError
-from lab.metrics.records import emit
+from lab.metrics.records import emit, exit_now
 
 IMPLEMENTATIONS = {
     "est": "EasyScaleThreads (lab, torch.distributed gloo)",
@@ -181,16 +179,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _exit_now(code: int) -> NoReturn:
-    """Flush and end the process without the interpreter's teardown. Once the records are
-    out there is nothing left to do, and the teardown is where it failed: a DDP rank
-    aborted after its summary and ``destroy_process_group`` ("terminate called without
-    an active exception", SIGABRT; once in a make run), as torch's objects holding gloo
-    work were destroyed while the interpreter was finalising."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
 if __name__ == "__main__":
-    _exit_now(main())
+    exit_now(main())
