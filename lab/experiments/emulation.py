@@ -36,6 +36,7 @@ import pandas as pd
 from lab.errors import NothingMeasured
 from lab.experiments.evidence import where
 from lab.experiments.verdicts import Status, Verdict
+from lab.metrics.shares import past_warmup
 
 PAPER = "distlab"
 FIGURE = "Emulated cluster"
@@ -117,9 +118,7 @@ def quota_rates(records: pd.DataFrame) -> dict[str, float]:
     ranks). The ranks' summaries count their first ~0.3 s at full speed, a larger part of
     one host's work than of four sharing two cores: read from them, 4 hosts reached
     82-87% of linear, each host getting 0.43 of a core against one host's 0.55."""
-    steps = records[records["kind"] == "step"]
-    warm = steps["warmup"] if "warmup" in steps else pd.Series(False, index=steps.index)
-    steady = steps[~warm.astype("boolean").fillna(False).astype(bool)]
+    steady = past_warmup(records[records["kind"] == "step"])
     cols = ["samples", "seconds", "cpu_seconds"]
     per_rank = (
         steady.reindex(columns=["rank", *cols])

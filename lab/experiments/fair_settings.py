@@ -40,6 +40,7 @@ import pandas as pd
 from lab.errors import NothingMeasured
 from lab.experiments.evidence import where
 from lab.experiments.verdicts import Status, Verdict
+from lab.metrics.shares import past_warmup
 
 log = logging.getLogger(__name__)
 
@@ -112,9 +113,7 @@ def _timed_steps(records: pd.DataFrame) -> pd.DataFrame:
     cols = ["rank", "step", "samples", "seconds", "time"]
     if records.empty or "kind" not in records or "time" not in records:
         return pd.DataFrame(columns=cols)
-    steps = records[records["kind"] == "step"].copy()
-    if "warmup" in steps:
-        steps = steps[steps["warmup"].fillna(False).astype(bool) == False]  # noqa: E712
+    steps = past_warmup(records[records["kind"] == "step"]).copy()
     for col in cols:
         steps[col] = pd.to_numeric(steps[col], errors="coerce")
     steps = steps.dropna(subset=cols)

@@ -56,3 +56,18 @@ def flag_before_shares(records: pd.DataFrame, manifest: Mapping[str, Any]) -> pd
         warm = out["warmup"] if "warmup" in out else pd.Series(pd.NA, index=out.index)
         out["warmup"] = warm.astype("boolean").mask(before, True)
     return out
+
+
+def past_warmup(rows: pd.DataFrame, unflagged_is_warmup: bool = False) -> pd.DataFrame:
+    """The rows of ``rows`` not flagged ``warmup`` (by the workload, or by
+    ``flag_before_shares``), in their order.
+
+    A row without the flag (missing, or no such column) is timed by default: engines flag
+    their warm-up steps only. ``unflagged_is_warmup`` counts it as warm-up instead, for
+    readers whose workload flags every step, so that a row without the flag is not one of
+    its timed steps.
+    """
+    if "warmup" not in rows:
+        return rows.iloc[0:0] if unflagged_is_warmup else rows
+    flagged = rows["warmup"].astype("boolean").fillna(unflagged_is_warmup).astype(bool)
+    return rows[~flagged]

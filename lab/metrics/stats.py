@@ -16,6 +16,8 @@ from typing import Any
 
 import pandas as pd
 
+from lab.metrics.shares import past_warmup
+
 CONFIDENCE = 0.95
 
 
@@ -115,9 +117,7 @@ def step_throughput(records: pd.DataFrame, warmup: int = 0) -> pd.DataFrame:
     cols = ["rank", "step", "throughput"]
     if records is None or records.empty or "kind" not in records:
         return pd.DataFrame(columns=cols)
-    steps = records[records["kind"] == "step"].copy()
-    if "warmup" in steps:
-        steps = steps[~steps["warmup"].fillna(False).astype(bool)]
+    steps = past_warmup(records[records["kind"] == "step"]).copy()
     for col in ("rank", "step", "samples", "seconds", "throughput"):
         if col not in steps:
             steps[col] = math.nan

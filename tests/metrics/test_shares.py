@@ -11,7 +11,7 @@ import pytest
 
 from lab.metrics import store
 from lab.metrics.records import format_record
-from lab.metrics.shares import flag_before_shares, shares_applied_at
+from lab.metrics.shares import flag_before_shares, past_warmup, shares_applied_at
 from lab.metrics.stats import step_throughput
 
 T0 = 1_800_000_000.0
@@ -88,3 +88,12 @@ def test_load_run_flags_them_also_from_a_cache_written_without_the_flag(
     pd.read_parquet(cache).drop(columns=["before_shares"]).to_parquet(cache)
     again = store.load_run(run)
     assert again[again["kind"] == "step"]["before_shares"].all()
+
+
+def test_past_warmup_counts_a_step_without_the_flag_as_its_reader_asks() -> None:
+    steps = pd.DataFrame({"step": [0, 1, 2, 3], "warmup": [True, False, None, pd.NA]})
+    assert past_warmup(steps)["step"].tolist() == [1, 2, 3]
+    assert past_warmup(steps, unflagged_is_warmup=True)["step"].tolist() == [1]
+    bare = steps.drop(columns="warmup")
+    assert past_warmup(bare)["step"].tolist() == [0, 1, 2, 3]
+    assert past_warmup(bare, unflagged_is_warmup=True).empty

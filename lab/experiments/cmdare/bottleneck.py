@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lab.errors import NothingMeasured, ParameterError
+from lab.metrics.shares import past_warmup
 
 SCALES: dict[str, dict[str, Any]] = {
     # smoke: 15 steps a worker measured 2PS/1PS 1.38-1.51 at 3 workers (bar 1.15) and one
@@ -100,7 +101,7 @@ def _measure(run_dir: str, workers: int, ps: int) -> dict[str, Any]:
     from lab.metrics.hostload import utilisation
 
     df = load_run(run_dir)
-    steps = df[(df["kind"] == "step") & (df["warmup"] == False)]  # noqa: E712
+    steps = past_warmup(df[df["kind"] == "step"], unflagged_is_warmup=True)
     ends = steps["ended_at"].astype(float).sort_values()
     if len(ends) < 3:
         raise NothingMeasured(f"{run_dir}: fewer than 3 timed steps")

@@ -16,6 +16,7 @@ import pandas as pd
 
 from lab.errors import NothingMeasured
 from lab.experiments.easyscale.standin_table import SMOKE_WORKLOADS, WorkloadStandIn
+from lab.metrics.shares import past_warmup
 
 
 def visit_tables(
@@ -83,8 +84,7 @@ def _visit_steps(run_dir: str) -> pd.DataFrame:
     records = load_run(run_dir)
     if "visit" not in records:
         return pd.DataFrame()
-    steps = records[records["kind"] == "step"]
-    steps = steps[~steps["warmup"].fillna(True).astype(bool)].copy()
+    steps = past_warmup(records[records["kind"] == "step"], unflagged_is_warmup=True).copy()
     for col in (*_INTS, "step", "seconds"):
         steps[col] = pd.to_numeric(steps[col], errors="coerce")
     steps = steps.dropna(subset=list(_INTS)).astype({c: int for c in _INTS}).sort_values("step")

@@ -19,6 +19,7 @@ from lab.bench.p3.config import P3Config
 from lab.cluster.emulation.spec import parse_rate
 from lab.cluster.inventory import Cluster, load_profile
 from lab.errors import NothingMeasured, ParameterError
+from lab.metrics.shares import past_warmup
 
 ARMS = ("baseline", "slicing", "p3")
 LABELS = {s: f"{s} (lab, torch gloo)" for s in ARMS}
@@ -141,7 +142,7 @@ def compute_probe(
     if not result.ok:
         raise NothingMeasured(f"the compute-time probe failed: {result.run_dir}")
     records = load_run(result.run_dir)
-    steps = records[(records["kind"] == "step") & ~records["warmup"].fillna(False).astype(bool)]
+    steps = past_warmup(records[records["kind"] == "step"])
     if steps.empty:
         raise NothingMeasured(f"the compute-time probe printed no steps: {result.run_dir}")
     header = records[records["kind"] == "header"]
