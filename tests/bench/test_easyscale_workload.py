@@ -62,3 +62,36 @@ def test_a_cursor_rebuilt_from_epoch_and_offset_goes_on_alike() -> None:
         next_batch(data, cfg, 0, a)
     b = Cursor(a.epoch, a.offset)  # what a checkpoint keeps
     assert next_batch(data, cfg, 0, b)[1].tolist() == next_batch(data, cfg, 0, a)[1].tolist()
+
+
+def _augmented(data: SyntheticImages, i: int, side: int) -> object:
+    """Item ``i`` as the workload documents it: a crop (torch draw), a flip (Python
+    draw), then noise per row and channel (NumPy draw)."""
+    import random
+
+    import numpy as np
+
+    dx, dy = (int(v) for v in torch.randint(0, 3, (2,)))
+    img = data.image(i)[:, dy : dy + side, dx : dx + side]
+    if random.random() < 0.5:
+        img = img.flip(-1)
+    noise = np.random.normal(0.0, 0.05, size=(img.shape[0], side, 1))
+    return img + torch.from_numpy(noise.astype(np.float32))
+
+
+def test_a_batch_has_the_bits_and_draws_of_its_items_augmented_one_by_one() -> None:
+    from lab.bench.easyscale.context import seed_all
+
+    data = SyntheticImages(Config(dataset_size=512, image_size=16))
+    indices = [5, 300, 5, 77, 511, 0, 128, 9]
+    seed_all(3)
+    x, y = data.batch(indices)
+    after_batch = torch.get_rng_state()
+    seed_all(3)
+    expected = torch.stack([_augmented(data, i, 16) for i in indices])
+    assert torch.equal(x, expected)
+    assert torch.equal(torch.get_rng_state(), after_batch), "the same draws, in the same order"
+    assert y.tolist() == [int(data.labels[i]) for i in indices]
+    seed_all(3)
+    one = data[indices[0]]
+    assert torch.equal(one[0], expected[0]) and int(one[1]) == y[0]
