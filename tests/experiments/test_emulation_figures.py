@@ -133,3 +133,36 @@ def test_scaling_rounds_are_judged_each_against_its_own_one_host_run() -> None:
     lab = next(t for t in fig.data if t.name == "lab")
     assert list(lab.y) == pytest.approx([1.0, 1.9, 3.5])
     assert list(lab.error_y.array) == pytest.approx([0.0, 0.0, 0.1])
+
+
+def test_a_round_above_linear_from_faster_cores_is_judged_at_the_cpu_received() -> None:
+    """Four hosts at 122% of linear that got their CPU and did 1.22× the work per
+    CPU-second of the one host: a pace of the shared cores, taken out of the judgement;
+    cores that slowed under sharing stay in it."""
+
+    def one_round(top: float, work: float, cpu: float = 0.4, alone: float = 0.4) -> pd.DataFrame:
+        return emulation.speedups(
+            pd.DataFrame(
+                {
+                    "hosts": [1, 4],
+                    "throughput": [1.0, top],
+                    "cpu_share_per_host": [alone, cpu],
+                    "work_per_cpu_s": [2.5, work],
+                    "run_dir": ["r1", "r4"],
+                }
+            )
+        )
+
+    bound = 2**20 * 8 / 100e6
+    fast = emulation.verdict(one_round(4.88, 3.05), _allreduce(bound), 0.4, "smoke", runs=("r",))
+    assert fast.status is Status.REPRODUCED and fast.lab_value == pytest.approx(1.0)
+    assert "(122% of linear)" in fast.why and "1.22× the work per CPU-second" in fast.why
+    assert "judged 100%" in fast.why
+    # hosts that got 0.77 of the CPU the one host got are not lifted to 94% by the drift
+    short = one_round(4 * 0.77 * 1.22, 3.05, cpu=0.3388, alone=0.44)
+    assert short["efficiency"].iloc[-1] == pytest.approx(0.9394)
+    v = emulation.verdict(short, _allreduce(bound), 0.4, "smoke", runs=("r",))
+    assert v.lab_value == pytest.approx(0.77) and v.status is Status.NOT_REPRODUCED
+    slow = emulation.verdict(one_round(3.0, 1.875), _allreduce(bound), 0.4, "smoke", runs=("r",))
+    assert slow.lab_value == pytest.approx(0.75) and slow.status is Status.NOT_REPRODUCED
+    assert "judged" not in slow.why  # slower cores are the emulation's to show
