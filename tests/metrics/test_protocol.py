@@ -275,3 +275,24 @@ def test_recorded_horovod_mpi_run_on_emulated_hosts() -> None:
         d = steady_state_start(times)
         assert 3 <= d <= len(times) // 2
         assert max(times[d:]) < 0.5 < 3.0 < min(times[:2])
+
+
+def test_a_ratio_resolved_past_the_budget_gets_no_more_rounds() -> None:
+    """Past the budget a ratio goes on toward ``min_rounds`` only while its verdict could
+    change: once ``min_repeats`` rounds put its interval clear of 1, measuring stops (the
+    interval is still wider than the target), where an unresolved one goes on."""
+    clock = FakeClock()
+    target = Target(rel_ci=0.001, budget_s=3.0, min_rounds=6)
+    noisy = {"a": [150.0, 160.0, 140.0, 155.0, 145.0, 150.0], "b": [100.0] * 6}
+    resolved = Interleaver([speedup("a", "b")], target, clock)
+    _drive(resolved, clock, lambda p, i: noisy[p][i], seconds=1.0)
+    j = resolved.judgements()[0]
+    assert resolved.rounds == target.min_repeats < target.min_rounds
+    assert j.resolved and not j.precise and j.reason == "budget"
+
+    clock = FakeClock()
+    flat = {"a": [110.0, 90.0] * 3, "b": [100.0] * 6}
+    unresolved = Interleaver([speedup("a", "b")], target, clock)
+    _drive(unresolved, clock, lambda p, i: flat[p][i], seconds=1.0)
+    assert unresolved.rounds == target.min_rounds
+    assert not unresolved.judgements()[0].resolved
