@@ -41,10 +41,11 @@ LABELS = {SYSTEM: LAB_LABEL, KUNGFU: "KungFu elastic (config server)"}
 DEFAULTS: dict[str, dict[str, Any]] = {
     # seconds after the first step: a grow took 3-6 s in the make runs (the new worker
     # starts TensorFlow; KungFu's 3.0-3.5 s, Horovod's 4.8-6.2 s), once up to 22 s under
-    # other load; 19 s is left for it before the shrink. A run is ~33 s in all
+    # other load (none runs beside a make run); 15 s is left for it before the shrink. A
+    # run is ~29 s in all
     "smoke": {
         "systems": [KUNGFU, SYSTEM],
-        "schedule": "0:1,5:2,24:1,29:stop",
+        "schedule": "0:1,5:2,20:1,25:stop",
         "model": "tiny_cnn",
         "batch_size": 32,
     },
