@@ -53,10 +53,7 @@ EXPERIMENT = "emulation-fair"
 MARGIN = 0.10
 MIN_ROUNDS = 3  # complete separation of 3 runs against 3: p = 1/C(6, 3) = 0.05
 DEFAULTS: dict[str, dict[str, Any]] = {
-    # smoke: 12 steps put every fair rank above every default one by ~30% (403-434 vs
-    # 283-302 samples per CPU-second); a run is ~10 s, ~6 of them start-up, so 8 steps
-    # keep that margin and save ~1.5 s a run
-    "smoke": {"model": "small_cnn", "batch_size": 32, "workers": 2, "steps": 8, "warmup": 2,
+    "smoke": {"model": "small_cnn", "batch_size": 32, "workers": 2, "steps": 12, "warmup": 2,
               "rounds": 3},
     "paper": {"model": "small_cnn", "batch_size": 32, "workers": 4, "steps": 60, "warmup": 5,
               "rounds": 3},

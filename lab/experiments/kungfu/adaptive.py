@@ -65,9 +65,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         # a seed takes ~7 s under the three arms (evaluation included); 8 seeds gave
         # adaptive − fixed 1024 = -0.64 ± 0.12 s (sd ~0.14 s), so 6 (t 2.57 over sqrt(6))
         # resolve a difference of ~0.15 s. Since then 6 seeds read -1.19 ± 0.21 and
-        # -1.12 ± 0.32 s (2-core machine at 18-20 M loops/s): 4 (t 3.18 over sqrt(4))
-        # resolve a difference of ~0.5 s, and save ~14 s of make run
-        "seeds": 4,
+        # -1.12 ± 0.32 s, and 4 seeds -0.91 ± 0.23 s (2-core machine at 18-20 M loops/s,
+        # a seed's difference spreads ~0.15-0.3 s): 3 (t 4.30 over sqrt(3)) resolve a
+        # difference of ~0.5-0.75 s, and save ~24 s of make run
+        "seeds": 3,
     },
     "paper": {
         "workers": 8,

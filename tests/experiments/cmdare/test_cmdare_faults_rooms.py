@@ -104,7 +104,7 @@ def test_a_chief_run_ends_soon_after_it_is_back_where_it_was() -> None:
     """The ps chief schedules (warm-up + steps) x workers global steps: enough to get back
     to checkpoint + since and ``chief_after`` beyond, not many more."""
     smoke = revocation.SCALES["smoke"]
-    for since in (25, 150, 275):
+    for since in (25, 125, 225):
         steps = revocation.chief_steps({"scale": "smoke", "since": since}, 2)
         scheduled = (steps + revocation.WARMUP) * 2
         needed = smoke["checkpoint_every"] + since + smoke["chief_after"]
