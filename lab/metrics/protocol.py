@@ -90,9 +90,11 @@ class Target:
             ratio's interval, and over three rounds (t = 4.3) one noisy round decides it:
             KungFu's Fig 9 at 1.25x was resolved in three make runs of four. A ratio whose
             interval over ``min_repeats`` or more rounds already excludes "no difference"
-            gets no more rounds past the budget: more would narrow an interval whose
-            verdict they cannot change (sync SGD at ~3x: 47 s of a 113-s notebook). 0: the
-            budget alone rules.
+            gets no more rounds past the budget (sync SGD at ~3x spent 47 s of a 113-s
+            notebook narrowing such an interval). The price is optional stopping: a lucky
+            first three rounds can settle a verdict that five would not have, so the
+            rounds left to a borderline ratio, not a clear one, are what this buys; the
+            make runs' agreement on verdicts is the check. 0: the budget alone rules.
     """
 
     rel_ci: float = 0.02
