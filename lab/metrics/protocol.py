@@ -166,7 +166,7 @@ class Compared:
 
     @property
     def decisive(self) -> bool:
-        """A ratio a verdict may read: what ``Target.min_rounds`` extends."""
+        """A ratio a verdict may read: what ``Target.min_rounds`` extends while unresolved."""
         return self.null is not None and not self.context
 
     def estimate(self, samples: Samples) -> Estimate:
