@@ -117,13 +117,16 @@ class FaultInjector:
             for s in self.states:
                 if s.plan.replace == "warm":
                     self._start_standbys(sup, s)
-        for s in self.states:
+        for i, s in enumerate(self.states):
             r = s.plan
             if s.revoked_at is None:
                 due = (r.at_time is not None and now - self.t0 >= r.at_time) or (
                     r.at_step is not None and self.steps >= r.at_step
                 )
-                if due:
+                # a host revoked again waits until its earlier replacement was started
+                waiting = any(e.plan.host == r.host and e.replaced_at is None
+                              for e in self.states[:i])  # fmt: skip
+                if due and not waiting:
                     self._revoke(sup, s, now)
             elif s.replaced_at is None and r.replace != "none" and now >= s.revoked_at + r.delay:
                 self._replace(sup, s, now)

@@ -24,6 +24,10 @@ run. Then, after ``delay`` seconds (the time a new server takes to be provisione
   address and the file is created, so the standby starts serving at once;
 - ``replace="none"``: the host stays gone.
 
+A host can be revoked again, later in the run, once its cold replacement was started (a
+chief revoked after each of its checkpoints, say): a plan with several revocations of
+one host lists them in order.
+
 The plan is checked here (``check_plan``, before anything starts) and carried out by
 lab.cluster.fault_injector during the run.
 
@@ -120,15 +124,16 @@ def check_plan(
     hosts = {h.name: h for h in cluster.hosts}
     busy = {s.host.name for s in specs}
     steps = run_steps(command, np) if any(r.at_step is not None for r in plan) else None
-    seen: set[str] = set()
+    seen: dict[str, Revocation] = {}
     for r in plan:
         if not isinstance(r, Revocation):
             raise ParameterError("faults", r, "Revocation(...) entries")
         if r.host not in busy:
             raise ParameterError("host", r.host, "a host running processes: " + ", ".join(busy))
-        if r.host in seen:
-            raise ParameterError("host", r.host, "each host revoked at most once per run")
-        seen.add(r.host)
+        if r.host in seen and not _follows(seen[r.host], r):
+            again = "a host revoked again: after a cold replacement, later than before"
+            raise ParameterError("host", r.host, again)
+        seen[r.host] = r
         host = hosts.get(r.host) or next(s.host for s in specs if s.host.name == r.host)
         emulated = bool(cluster.emulated)
         if host.is_local and not emulated:
@@ -148,6 +153,19 @@ def check_plan(
         if r.replace == "warm":
             _check_warm(r, cluster, busy, command)
     return plan
+
+
+def _follows(earlier: Revocation, later: Revocation) -> bool:
+    """A host may be revoked again once its cold replacement runs there (the injector waits
+    for it): the earlier revocation is cold, and the later one due at a later step or time,
+    counted the same way."""
+    if earlier.replace != "cold":
+        return False
+    if earlier.at_step is not None and later.at_step is not None:
+        return later.at_step > earlier.at_step
+    if earlier.at_time is not None and later.at_time is not None:
+        return later.at_time > earlier.at_time
+    return False
 
 
 def _check_step(step: Any, steps: int | None) -> None:

@@ -50,6 +50,30 @@ def test_bad_plans_fail_before_launch(tmp_path: Path, revocation: Revocation, na
     assert not (tmp_path / "runs").exists()  # nothing started, no run directory
 
 
+def test_a_host_is_revoked_again_only_later_and_after_a_cold_replacement(
+    tmp_path: Path,
+) -> None:
+    """A chief revoked after each checkpoint: allowed in order after a cold replacement;
+    the same step twice, a step then a time, or after no replacement, refused."""
+    from lab.cluster.faults import check_plan
+    from lab.cluster.launchers.base import ProcessSpec
+
+    cluster = load_profile("emulated-2")
+    specs = [ProcessSpec(argv=tuple(SYNTHETIC), env={}, ranks=(i,), host=h, role="worker",
+                         cwd=None) for i, h in enumerate(cluster.hosts[:2])]  # fmt: skip
+    again = [Revocation("h1", at_step=5), Revocation("h1", at_step=9)]
+    assert check_plan(again, cluster, specs, SYNTHETIC, 2) == tuple(again)
+    for plan in (
+        [Revocation("h1", at_step=5), Revocation("h1", at_step=5)],
+        [Revocation("h1", at_step=5), Revocation("h1", at_time=9.0)],
+        [Revocation("h1", at_step=5, replace="none"), Revocation("h1", at_step=9)],
+    ):
+        with pytest.raises(ParameterError) as err:
+            _launch(tmp_path, plan, SYNTHETIC)
+        assert err.value.name == "host"
+    assert not (tmp_path / "runs").exists()
+
+
 def test_at_step_needs_a_command_that_says_its_steps(tmp_path: Path) -> None:
     with pytest.raises(ParameterError, match="at_time"):
         _launch(tmp_path, [Revocation("h1", at_step=3)], [*SPIN, "--seconds", "1"])

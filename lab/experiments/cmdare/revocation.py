@@ -8,7 +8,9 @@ point, each one run of ``lab.bench.synthetic --backend ps``:
   (lab.cluster.faults); the run's step end times give the throughput timeline;
 - ``chief``: the chief checkpoints every ``checkpoint_every`` global steps and is revoked
   ``since`` steps after one; its cold replacement restores the checkpoint, so the job
-  redoes the steps since it;
+  redoes the steps since it. One run revokes the chief once per ``since``, after
+  successive checkpoints (the i-th ``since`` steps after checkpoint i + 1), so the job
+  starts its processes once;
 - ``checkpoint``: one worker, a checkpoint at every step, per model: checkpoint duration
   vs size, the data of CM-DARE's checkpoint model.
 """
@@ -27,9 +29,11 @@ SCALES: dict[str, dict[str, Any]] = {
     # smoke: a worker is revoked ~8 s after the first step (the rate before is taken over
     # the steady seconds before it) and the survivor has ~335 steps left (~14 s; a cold
     # replacement, started at full speed, ran its first step ~6 s after, and the rate was
-    # back at 95% 7.4-8.3 s after; 425 steps left ran ~4 s past that). A chief run ends
-    # ``chief_after`` global steps after the job is back at the step it had reached: the
-    # steps after that measured nothing. Chief revocations 25-275 steps after a checkpoint
+    # back at 95% 7.4-8.3 s after; 425 steps left ran ~4 s past that). A chief run revokes
+    # the chief after successive checkpoints, one revocation per ``since`` (separate runs
+    # started the processes, ~11 s, once each), and ends ``chief_after`` global steps after
+    # the job is back at the step the last had reached: the steps after that measured
+    # nothing. Chief revocations 25-275 steps after a checkpoint
     # every 300 fitted the redone steps with R^2 0.96-1.00 (bar 0.8); every 250 with
     # 25-225 saves ~2 s a run for a fifth less range. A checkpoint run checkpoints every
     # step: 4 steps gave 5 timed checkpoints a model, whose means the line met with R^2
@@ -66,8 +70,9 @@ def check_cluster(cluster: Any) -> None:
 def points(
     modes: Iterable[str], since: Iterable[int], models: Iterable[str], scale: str = "smoke"
 ) -> list[dict[str, Any]]:
-    """The sweep's points, checked: one worker revocation per mode, one chief revocation
-    per ``since`` (steps after a checkpoint), one checkpoint run per model."""
+    """The sweep's points, checked: one worker revocation per mode, one chief run revoking
+    the chief once per ``since`` (steps after a checkpoint; its ``since``: the steps joined
+    by "+"), one checkpoint run per model."""
     from lab.bench.models import get_spec
 
     if scale not in SCALES:
@@ -78,23 +83,53 @@ def points(
         if mode not in MODES:
             raise ParameterError("modes", mode, ", ".join(MODES))
         out.append({"kind": "worker", "mode": mode, "since": 0, "model": "", "scale": scale})
+    since = list(since)
     for s in since:
-        if not isinstance(s, int) or not 0 < s < every:
+        if not isinstance(s, int) or isinstance(s, bool) or not 0 < s < every:
             raise ParameterError("since", s, f"steps after a checkpoint, 1..{every - 1}")
-        out.append({"kind": "chief", "mode": "cold", "since": s, "model": "", "scale": scale})
+    if since:
+        out.append({"kind": "chief", "mode": "cold", "since": "+".join(map(str, since)),
+                    "model": "", "scale": scale})  # fmt: skip
     for m in models:
         name = get_spec(m).name
         out.append({"kind": "checkpoint", "mode": "", "since": 0, "model": name, "scale": scale})
     return out
 
 
+def sinces(point: Mapping[str, Any]) -> list[int]:
+    """A chief point's steps after a checkpoint, one per revocation, in order."""
+    return [int(x) for x in str(point["since"]).split("+")]
+
+
 def chief_steps(point: Mapping[str, Any], workers: int) -> int:
     """Steps per worker of a chief-revocation run: the ps chief schedules
     ``(warm-up + steps) x workers`` global steps, and the run needs only to get back to the
-    step it had reached (checkpoint + since) and ``chief_after`` beyond it."""
+    step its last revocation had reached (checkpoint n + since) and ``chief_after``
+    beyond it. The fault plan's check counts the scheduled steps, not the redone ones that
+    the injector also counts (``chief_revocations``): the last revocation's count must
+    fall within them."""
     s = SCALES[point["scale"]]
-    needed = s["checkpoint_every"] + int(point["since"]) + s["chief_after"]
-    return math.ceil(needed / workers) - WARMUP
+    after = sinces(point)
+    needed = s["checkpoint_every"] * len(after) + after[-1] + s["chief_after"]
+    last = chief_revocations(point, s)[-1].at_step or 0
+    return math.ceil(max(needed, last + 1) / workers) - WARMUP
+
+
+def chief_revocations(point: Mapping[str, Any], s: Mapping[str, Any]) -> list[Any]:
+    """The chief run's fault plan: the i-th revocation ``since[i]`` global steps after
+    checkpoint i + 1. The injector counts step records (lab.cluster.faults), and the
+    restarted chief prints a redone step's record again, so the count is the global step
+    plus the steps redone before. (A revoked *worker* would stall the count instead: the
+    chief prints in schedule order and waits for the lost worker's step; a chief's
+    revocation leaves the workers' steps alone.)"""
+    from lab.cluster.faults import Revocation
+
+    every, plan, redone = int(s["checkpoint_every"]), [], 0
+    for i, since in enumerate(sinces(point)):
+        at = every * (i + 1) + since + redone
+        plan.append(Revocation("h4", at_step=at, replace="cold", delay=s["delay"]))
+        redone += since
+    return plan
 
 
 def launch_point(point: Mapping[str, Any], view: Any = "auto") -> Any:
@@ -132,8 +167,7 @@ def launch_point(point: Mapping[str, Any], view: Any = "auto") -> Any:
                 # the servers wait up to chief_grace s for the chief's replacement
                 argv += ["--checkpoint-dir", ckpt, "--checkpoint-every", str(every),
                          "--chief-grace", str(s["chief_grace"])]  # fmt: skip
-                at = every + int(point["since"])
-                faults = [Revocation("h4", at_step=at, replace="cold", delay=s["delay"])]
+                faults = chief_revocations(point, s)
         return launch(
             argv,
             np=workers,
@@ -144,7 +178,7 @@ def launch_point(point: Mapping[str, Any], view: Any = "auto") -> Any:
             params={**point, "workload_model": model},
             faults=faults,
             view=view,
-            timeout=s["timeout"],
+            timeout=s["timeout"] * max(1, len(faults)),  # the scale's is per revocation
             check=False,
         )
 

@@ -3,6 +3,8 @@ checks before launch, and verdicts computed from tables."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -109,6 +111,54 @@ def test_a_chief_run_ends_soon_after_it_is_back_where_it_was() -> None:
         scheduled = (steps + revocation.WARMUP) * 2
         needed = smoke["checkpoint_every"] + since + smoke["chief_after"]
         assert needed <= scheduled <= needed + 2
+
+
+def test_one_chief_run_revokes_the_chief_after_successive_checkpoints() -> None:
+    """since 25, 125, 225: revoked at global steps 275, 625 and 975, i.e. after 275, 650
+    and 1125 step records (a redone step is printed again); the run schedules enough steps
+    to get back past the last and for its count."""
+    smoke = revocation.SCALES["smoke"]
+    (point,) = [p for p in revocation.points([], [25, 125, 225], []) if p["kind"] == "chief"]
+    assert revocation.sinces(point) == [25, 125, 225]
+    plan = revocation.chief_revocations(point, smoke)
+    assert [(r.host, r.at_step, r.replace) for r in plan] == [
+        ("h4", 275, "cold"),
+        ("h4", 650, "cold"),
+        ("h4", 1125, "cold"),
+    ]
+    # the plan's check counts scheduled steps: the last count (1125) must fall within them
+    scheduled = (revocation.chief_steps(point, 2) + revocation.WARMUP) * 2
+    assert 3 * smoke["checkpoint_every"] + 225 + smoke["chief_after"] <= scheduled
+    assert 1125 < scheduled <= 1125 + 2
+
+
+def test_each_chief_revocation_is_read_from_its_own_rollback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two restarts in one run, 50 steps/s: revoked at global step 275 (checkpoint 250)
+    and back 5 s later, revoked again at 625 (checkpoint 500) and back 7 s later."""
+    import json
+
+    import numpy as np
+
+    t0 = 1_000.0
+    times = [5.51, 17.51]
+    (tmp_path / "events.jsonl").write_text("".join(
+        json.dumps({"kind": "event", "event": "revoked", "host": "h4", "time": t0 + t}) + "\n"
+        for t in times))  # fmt: skip
+    parts = [(np.arange(1, 276), 0.0, 0), (np.arange(251, 626), 10.0, 250),
+             (np.arange(501, 701), 22.0, 500)]  # fmt: skip
+    rows = [(t0 + start + (g - base) * 0.02, float(g), float(g % 2))
+            for gs, start, base in parts for g in gs]  # fmt: skip
+    steps = pd.DataFrame(rows, columns=["ended_at", "global_step", "rank"])
+    monkeypatch.setattr(rreport, "steps_of", lambda run_dir: steps)
+    summary = pd.DataFrame({"kind": ["chief"], "since": ["25+125"], "scale": ["smoke"],
+                            "run_dir": [str(tmp_path)]})  # fmt: skip
+    lab = rreport.chief_overheads(summary)
+    assert list(lab["since"]) == [25, 125] and list(lab["planned_since"]) == [25, 125]
+    assert lab["overhead_s"].to_numpy() == pytest.approx([4.99, 6.99], abs=0.02)
+    assert lab["restart_s"].to_numpy() == pytest.approx([4.51, 4.51], abs=0.02)
+    assert lab["rate_before"].to_numpy() == pytest.approx([50.0, 50.0], rel=0.05)
 
 
 def _worker_effects(recovered: list[float], ci: list[float]) -> pd.DataFrame:
