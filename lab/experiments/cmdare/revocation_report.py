@@ -270,7 +270,7 @@ def worker_verdict(effects: Any, scale: str = "smoke") -> Verdict:
 # -- a revoked chief, restarted from its checkpoint -----------------------------------------
 
 
-def chief_revocations(run_dir: str) -> list[tuple[float, Any]]:
+def chief_restarts(run_dir: str) -> list[tuple[float, Any]]:
     """(epoch revoked, its steps) per chief revocation of a run, in time order. A run
     revokes its chief after successive checkpoints; a revocation's steps run from the
     moment the job was back at the step the previous one had reached (rev.restart_overhead)
@@ -302,7 +302,7 @@ def chief_overheads(summary: Any) -> Any:
     rows = []
     for _, r in _kind(summary, "chief").iterrows():
         planned = sinces(r)
-        for i, (at, steps) in enumerate(chief_revocations(r["run_dir"])):
+        for i, (at, steps) in enumerate(chief_restarts(r["run_dir"])):
             restart, redo, reached = rev.restart_parts(steps, at)
             seconds = restart + redo
             rate = rev.effect(steps, at).rate_before
