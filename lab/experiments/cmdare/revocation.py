@@ -33,8 +33,8 @@ SCALES: dict[str, dict[str, Any]] = {
     # the chief after successive checkpoints, one revocation per ``since`` (separate runs
     # started the processes, ~11 s, once each), and ends ``chief_after`` global steps after
     # the job is back at the step the last had reached: the steps after that measured
-    # nothing. Chief revocations 25-275 steps after a checkpoint
-    # every 300 fitted the redone steps with R^2 0.96-1.00 (bar 0.8); every 250 with
+    # nothing. Chief revocations 25-275 steps after a checkpoint every 300 fitted the
+    # redone steps with R^2 0.96-1.00 (bar 0.8); every 250 with
     # 25-225 saves ~2 s a run for a fifth less range. A checkpoint run checkpoints every
     # step: 4 steps gave 5 timed checkpoints a model, whose means the line met with R^2
     # 0.99-1.00 over four make runs (MobileNet's 2.93 s ± 0.12); 2 gave 3 (R^2 0.99-1.00

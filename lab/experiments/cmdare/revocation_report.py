@@ -301,12 +301,11 @@ def chief_overheads(summary: Any) -> Any:
 
     rows = []
     for _, r in _kind(summary, "chief").iterrows():
-        planned = sinces(r)
+        planned, every = sinces(r), SCALES[r["scale"]]["checkpoint_every"]
         for i, (at, steps) in enumerate(chief_restarts(r["run_dir"])):
             restart, redo, reached = rev.restart_parts(steps, at)
             seconds = restart + redo
             rate = rev.effect(steps, at).rate_before
-            every = SCALES[r["scale"]]["checkpoint_every"]
             rows.append(
                 {
                     "since": reached % every,  # measured: the revocation lands a few steps late
