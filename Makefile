@@ -1,4 +1,5 @@
-# distlab: `make run` executes every notebook at smoke scale; `make test` runs the checks.
+# distlab: `make run` executes every notebook at smoke scale; `make test` runs the checks;
+# `make rehearse` runs every notebook's paper-scale path on this machine, cut to a budget.
 # Both create or refresh .venv first (env/setup.sh; idempotent).
 
 VENV   := .venv
@@ -16,13 +17,18 @@ export MPLCONFIGDIR        ?= $(CACHE)/matplotlib
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONUNBUFFERED    := 1
 
-.PHONY: setup run test lint lab bench clean
+.PHONY: setup run rehearse test lint lab bench clean
 
 setup:
 	@env/setup.sh
 
 run: setup
 	$(PY) -m lab notebooks --scale smoke
+
+# every notebook's paper-scale path on this machine's rehearsal cluster (needs root; about
+# 30 min): results/rehearsals/, never a verdict (lab/experiments/rehearsing.py)
+rehearse: setup
+	$(PY) -m lab notebooks --scale paper --rehearse
 
 lint: setup
 	$(VENV)/bin/ruff check lab tests

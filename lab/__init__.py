@@ -8,12 +8,9 @@ re-exported here, lazily, so ``import lab`` stays instant and imports no engine.
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 from typing import Any
 
 __version__ = "0.1.0"
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 _EXPORTS = {
     "launch": "lab.cluster",
@@ -24,11 +21,12 @@ _EXPORTS = {
     "Sweep": "lab.metrics",
     "run_notebooks": "lab.experiments.notebooks",
     "LabError": "lab.errors",
+    "REPO_ROOT": "lab.metrics.layout",
     "ParameterError": "lab.errors",
     "RanksFailed": "lab.errors",
 }
 
-__all__ = ["REPO_ROOT", "__version__", *_EXPORTS]
+__all__ = ["__version__", *_EXPORTS]
 
 
 def __getattr__(name: str) -> Any:

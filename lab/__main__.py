@@ -23,7 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="distlab: launch ranks, run paper notebooks, benchmark the lab itself.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # dest "subcommand": a subcommand's own arguments may be called "command" (launch's is)
+    sub = parser.add_subparsers(dest="subcommand", metavar="COMMAND")
     for name, module in SUBCOMMANDS.items():
         try:
             mod = importlib.import_module(module)
@@ -44,12 +45,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose:  # the PNG renderer's browser narrates every tab at INFO
         for chatty in ("kaleido", "choreographer"):
             logging.getLogger(chatty).setLevel(logging.WARNING)
-    if not args.command:
+    if not args.subcommand:
         parser.print_help()
         return 0
     handler = getattr(args, "handler", None)
     if handler is None:
-        parser.error(f"{args.command} is unavailable in this installation")
+        parser.error(f"{args.subcommand} is unavailable in this installation")
     from lab.errors import LabError, RanksFailed
 
     try:

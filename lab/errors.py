@@ -33,7 +33,14 @@ class LaunchError(LabError):
 
 @dataclass(frozen=True)
 class RankFailure:
-    """What one failed rank left behind."""
+    """What one failed rank left behind.
+
+    A launcher that starts several ranks from one process (mpirun, horovodrun, ...) names
+    the one that failed in its own output: then ``named_by`` is that program and ``pid``
+    the rank's pid if it said it, else its own. ``launcher_of`` lists the ranks of such a process
+    when no rank could be named (``rank`` is then its first). ``message`` is the one line
+    that says why (lab.cluster.blame.error_message).
+    """
 
     rank: int
     host: str
@@ -42,10 +49,34 @@ class RankFailure:
     signal: str | None = None
     tail: tuple[str, ...] = ()
     ended_at: float = 0.0
+    message: str = ""
+    named_by: str = ""
+    launcher_of: tuple[int, ...] = ()
+
+    @property
+    def how(self) -> str:
+        return f"signal {self.signal}" if self.signal else f"exit code {self.exit_code}"
+
+    @property
+    def who(self) -> str:
+        if self.launcher_of:
+            ranks = ",".join(map(str, self.launcher_of))
+            return f"the launcher of ranks {ranks} on {self.host}"
+        return f"rank {self.rank} on {self.host}"
+
+    def summary(self) -> str:
+        """One line: who failed, how, and why (a failed run's ``error`` in its manifest)."""
+        text = f"{self.who} failed ({self.how})"
+        return f"{text}: {self.message}" if self.message else text
 
     def describe(self) -> str:
-        how = f"signal {self.signal}" if self.signal else f"exit code {self.exit_code}"
-        return f"rank {self.rank} on {self.host} (pid {self.pid}) ended with {how}"
+        if self.named_by:
+            text = f"{self.who} ended with {self.how} (named by {self.named_by})"
+        else:
+            text = f"{self.who} (pid {self.pid}) ended with {self.how}"
+            if self.launcher_of:
+                text += "; it named no rank"
+        return f"{text}: {self.message}" if self.message else text
 
 
 @dataclass
@@ -78,7 +109,9 @@ class RanksFailed(LabError):
         if not self.failures:
             return f"run failed: {self.reason}"
         root = self.failures[0]
-        lines = [f"{self.reason}: {root.describe()}"]
+        said = root.describe()
+        plain = self.reason in ("", "rank failed", root.summary())
+        lines = [said if plain else f"{self.reason}: {said}"]
         lines += [f"  | {t}" for t in root.tail]
         if len(self.failures) > 1:
             others = ", ".join(str(f.rank) for f in self.failures[1:])
@@ -100,3 +133,8 @@ class NothingMeasured(LabError):
     """A notebook step measured nothing: a sweep with no succeeded point, a figure or verdict
     that could not be computed. Raised so that papermill, ``make run`` and CI fail (DESIGN.md,
     contract 7) instead of passing on an empty figure."""
+
+
+class RunStopped(NothingMeasured):
+    """A run was stopped by a person (its view's Stop button) before it finished: the
+    sweep or rounds it belonged to end there, and what follows has nothing to read."""

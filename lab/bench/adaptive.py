@@ -33,7 +33,7 @@ training time (the steps' seconds; evaluation is not counted), steps and samples
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import math
 import os
 import sys
@@ -42,6 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lab.bench.config import WorkloadConfig, flag
 from lab.errors import ParameterError, require_at_least
 from lab.metrics.records import emit
 
@@ -163,7 +164,7 @@ def arm_order(arms: Sequence[Arm], seed_index: int) -> list[Arm]:
 
 
 def make_policy(
-    policy: str, batch: int, ns: argparse.Namespace, size: int = 1
+    policy: str, batch: int, ns: Config, size: int = 1
 ) -> AdaptiveBatchPolicy | FixedBatchPolicy:
     """The arm's policy with the flags' growth, cap and interval."""
     if policy == "fixed":
@@ -176,7 +177,7 @@ def make_policy(
 # ---------------------------------------------------------------------- the workload
 
 
-def run(ns: argparse.Namespace) -> int:
+def run(ns: Config) -> int:
     """Train the teacher task under Horovod with the chosen policy, once per seed."""
     from lab.bench.backends import common
     from lab.bench.backends.horovod import import_horovod
@@ -188,7 +189,7 @@ def run(ns: argparse.Namespace) -> int:
     rank, size = hvd.rank(), hvd.size()
     if size < 2:
         raise ParameterError("np", size, "at least 2 ranks (the noise scale needs two batch sizes)")
-    for _, batch in ns.arms:
+    for _, batch in ns.arm_list:
         if batch % size:
             raise ParameterError("batch-size", batch, f"a multiple of the {size} ranks")
     task = make_task(ns.seed, ns.features, ns.classes, ns.temperature)
@@ -200,9 +201,9 @@ def run(ns: argparse.Namespace) -> int:
         model=f"softmax {ns.features}x{ns.classes} (teacher)",
         params=ns.features * ns.classes,
         backend="horovod",
-        implementation=f"{' and '.join(dict.fromkeys(p for p, _ in ns.arms))} batch "
+        implementation=f"{' and '.join(dict.fromkeys(p for p, _ in ns.arm_list))} batch "
         "(lab, Horovod allreduce)",
-        arms=[f"{p}:{b}" for p, b in ns.arms],
+        arms=[f"{p}:{b}" for p, b in ns.arm_list],
         max_batch_size=ns.max_batch_size,
         lr=ns.lr,
         steps=ns.steps,
@@ -214,13 +215,13 @@ def run(ns: argparse.Namespace) -> int:
         horovod=_hvd_version(),
     )
     for i, seed in enumerate(range(ns.seed, ns.seed + ns.seeds)):
-        for arm in arm_order(ns.arms, i):
+        for arm in arm_order(ns.arm_list, i):
             _train(ns, task, target, seed, arm, hvd, tf, rank, size)
     hvd.shutdown()
     return 0
 
 
-def _train(ns: argparse.Namespace, task: Any, target: float, seed: int, arm: Arm, hvd: Any,
+def _train(ns: Config, task: Any, target: float, seed: int, arm: Arm, hvd: Any,
            tf: Any, rank: int, size: int) -> None:  # fmt: skip
     """One seed's training under one arm: steps until ``--steps`` (or the target, with
     --until-target)."""
@@ -297,61 +298,63 @@ def _hvd_version() -> str:
         return "unknown"
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m lab.bench.adaptive",
-        description="Softmax regression taught by a teacher, on Horovod all-reduce, with a "
-        "fixed or noise-scale-adaptive "
-        "global batch; run it under horovodrun (2 ranks or more).",
-    )
-    p.add_argument("--policy", choices=POLICIES, default="adaptive")
-    p.add_argument("--batch-size", type=int, default=32, help="starting global batch size")
-    p.add_argument(
-        "--arms",
-        default="",
-        help="policy:batch,... trained in turn on every seed (default: --policy:--batch-size)",
-    )
-    p.add_argument("--max-batch-size", type=int, default=1024, help="the policy's cap")
-    p.add_argument("--growth", type=float, default=2.0, help="batch factor on growth")
-    p.add_argument("--interval", type=int, default=10, help="steps between decisions")
-    p.add_argument("--steps", type=int, default=400, help="at most this many steps per seed")
-    p.add_argument("--seeds", type=int, default=1, help="train this many seeds, one by one")
-    p.add_argument("--target-loss", type=float, default=0.0, help="0: 1.1 × the optimum loss")
-    p.add_argument("--until-target", action="store_true", help="stop at the target loss")
-    p.add_argument("--lr", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=1, help="the teacher's and the first seed")
-    p.add_argument("--features", type=int, default=128)
-    p.add_argument("--classes", type=int, default=32)
-    p.add_argument("--temperature", type=float, default=4.0, help="teacher logits' std")
-    p.add_argument(
-        "--threads", type=int, default=1, help="TensorFlow's and numpy's threads (0: theirs)"
-    )
-    return p
+@dataclasses.dataclass(frozen=True)
+class Config(WorkloadConfig):
+    """The workload's settings; ``arm_list`` the arms they name."""
 
+    MODULE = "lab.bench.adaptive"
+    DESCRIPTION = (
+        "Softmax regression taught by a teacher, on Horovod all-reduce, with a fixed or "
+        "noise-scale-adaptive global batch; run it under horovodrun (2 ranks or more)."
+    )
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """Flags, checked before TensorFlow or Horovod is imported (exit code 2 if bad)."""
-    parser = _parser()
-    ns = parser.parse_args(argv)
-    try:
-        ns.arms = parse_arms(ns.arms) if ns.arms else [(ns.policy, ns.batch_size)]
-        for policy, batch in ns.arms:
-            make_policy(policy, batch, ns)  # its parameters checked here, not on the ranks
+    policy: str = flag("adaptive", ", ".join(POLICIES))
+    batch_size: int = flag(32, "starting global batch size")
+    arms: str = flag(
+        "", "policy:batch,... trained in turn on every seed (default: --policy:--batch-size)"
+    )
+    max_batch_size: int = flag(1024, "the policy's cap")
+    growth: float = flag(2.0, "batch factor on growth")
+    interval: int = flag(10, "steps between decisions")
+    steps: int = flag(400, "at most this many steps per seed")
+    seeds: int = flag(1, "train this many seeds, one by one")
+    target_loss: float = flag(0.0, "0: 1.1 x the optimum loss")
+    until_target: bool = flag(False, "stop at the target loss")
+    lr: float = flag(1.0, "learning rate")
+    seed: int = flag(1, "the teacher's and the first seed")
+    features: int = flag(128, "the teacher's inputs")
+    classes: int = flag(32, "the teacher's classes")
+    temperature: float = flag(4.0, "teacher logits' std")
+    threads: int = flag(1, "TensorFlow's and numpy's threads (0: theirs)")
+
+    @property
+    def arm_list(self) -> list[Arm]:
+        """``--arms``, or the one arm of ``--policy`` and ``--batch-size``."""
+        return parse_arms(self.arms) if self.arms else [(self.policy, self.batch_size)]
+
+    def checked(self) -> Config:
+        if self.policy not in POLICIES:
+            raise ParameterError("policy", self.policy, ", ".join(POLICIES))
+        for policy, batch in self.arm_list:
+            make_policy(policy, batch, self)  # its parameters checked here, not on the ranks
         require_at_least(
-            ("batch-size", ns.batch_size, 1),
-            ("steps", ns.steps, 1),
-            ("seeds", ns.seeds, 1),
-            ("features", ns.features, 1),
-            ("classes", ns.classes, 2),
-            ("threads", ns.threads, 0),
+            ("batch_size", self.batch_size, 1),
+            ("steps", self.steps, 1),
+            ("seeds", self.seeds, 1),
+            ("features", self.features, 1),
+            ("classes", self.classes, 2),
+            ("threads", self.threads, 0),
         )
-        if not ns.lr > 0:
-            raise ParameterError("lr", ns.lr, "a number > 0")
-        if not ns.temperature > 0:
-            raise ParameterError("temperature", ns.temperature, "a number > 0")
-    except ParameterError as exc:
-        parser.error(str(exc))
-    return ns
+        if not self.lr > 0:
+            raise ParameterError("lr", self.lr, "a number > 0")
+        if not self.temperature > 0:
+            raise ParameterError("temperature", self.temperature, "a number > 0")
+        return self
+
+
+def parse_args(argv: Sequence[str] | None = None) -> Config:
+    """Flags, checked before TensorFlow or Horovod is imported (exit code 2 if bad)."""
+    return Config.main_config(argv)
 
 
 BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")

@@ -8,11 +8,13 @@ any launcher that sets those runs it; on emulated hosts the bytes cross the shap
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import os
 import statistics
 import time
 
+from lab.bench.config import WorkloadConfig, flag
+from lab.errors import ParameterError, require_at_least
 from lab.metrics.records import emit
 
 
@@ -26,16 +28,29 @@ def _rank_env() -> tuple[int, int]:
     return int(rank), int(size)
 
 
+@dataclasses.dataclass(frozen=True)
+class Config(WorkloadConfig):
+    """The message, how often it is reduced, and the collective's engine."""
+
+    MODULE = "lab.bench.allreduce"
+    DESCRIPTION = "Time one allreduce of a given size with torch.distributed between ranks."
+
+    bytes: int = flag(16 * 2**20, "message size in bytes")
+    repeats: int = flag(5, "timed allreduces")
+    warmup: int = flag(1, "untimed allreduces first")
+    backend: str = flag("gloo", "torch.distributed backend")
+    timeout: float = flag(120.0, "seconds for any collective")
+
+    def checked(self) -> Config:
+        require_at_least(("bytes", self.bytes, 4), ("repeats", self.repeats, 1))
+        require_at_least(("warmup", self.warmup, 0))
+        if not self.timeout > 0:
+            raise ParameterError("timeout", self.timeout, "a number > 0")
+        return self
+
+
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m lab.bench.allreduce", description=__doc__)
-    p.add_argument("--bytes", type=int, default=16 * 2**20, help="message size in bytes")
-    p.add_argument("--repeats", type=int, default=5, help="timed allreduces")
-    p.add_argument("--warmup", type=int, default=1, help="untimed allreduces first")
-    p.add_argument("--backend", default="gloo", help="torch.distributed backend")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds for any collective")
-    args = p.parse_args(argv)
-    if args.bytes < 4 or args.repeats < 1 or args.warmup < 0:
-        p.error("--bytes must be >= 4, --repeats >= 1, --warmup >= 0")
+    args = Config.main_config(argv)
     try:
         import torch
         import torch.distributed as dist

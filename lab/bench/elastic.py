@@ -32,15 +32,16 @@ broadcast list matches the running workers'.
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import os
 import sys
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from lab.bench.flags import check_training, parse_checked, training_config, training_parser
-from lab.errors import ParameterError
+from lab.bench.config import flag
+from lab.bench.flags import TrainingConfig
+from lab.errors import ParameterError, require_at_least
 from lab.metrics.records import emit
 
 BACKEND = "horovod-elastic"
@@ -102,7 +103,39 @@ def throughput_by_size(records: Iterable[dict[str, Any]]) -> dict[int, float]:
     return {n: sum(v) / len(v) for n, v in sorted(sums.items())}
 
 
-def run(cfg: Any, duration: float, commit_every: int, stop_file: str = "") -> int:
+@dataclasses.dataclass(frozen=True)
+class Config(TrainingConfig):
+    """The synthetic workload's training settings, and when the elastic run ends."""
+
+    MODULE = "lab.bench.elastic"
+    DESCRIPTION = (
+        "Synthetic training under Horovod Elastic, reporting every resize; run it with "
+        "horovodrun --min-np/--max-np --host-discovery-script."
+    )
+    BACKEND = "horovod-elastic"
+
+    batch_size: int = flag(32, "per-worker batch size")
+    warmup_steps: int = flag(2, "steps run before timing counts")
+    steps: int = flag(1_000_000, "global steps (across resizes)")
+    duration: float = flag(
+        0.0, "stop this many seconds after the first worker started (0: only --steps)"
+    )
+    stop_file: str = flag(
+        "",
+        "stop once this file exists (on any worker's host); lab.cluster.elastic_hosts "
+        "writes it for a 'SECONDS:stop' entry",
+    )
+    commit_every: int = flag(1, "commit the state every K steps")
+
+    def checked(self) -> Config:
+        cfg = super().checked()
+        require_at_least(("commit_every", cfg.commit_every, 1))
+        if not cfg.duration >= 0:
+            raise ParameterError("duration", cfg.duration, "seconds >= 0")
+        return cfg
+
+
+def run(cfg: Config) -> int:
     """Train under Horovod Elastic until the steps or the duration run out, or the stop
     file appears."""
     from lab.bench.backends import common
@@ -133,6 +166,7 @@ def run(cfg: Any, duration: float, commit_every: int, stop_file: str = "") -> in
 
     extra = {**common.versions(tf), "implementation": IMPLEMENTATION}
     rep = common.Reporter(cfg, hvd.rank(), hvd.size(), common.device_name(tf), extra=extra)
+    duration, commit_every, stop_file = cfg.duration, cfg.commit_every, cfg.stop_file
     rep.header(count_params(model), size=hvd.size(), duration=duration, commit_every=commit_every)
     total = cfg.warmup_steps + cfg.steps
     state = hvd.elastic.TensorFlowKerasState(model, opt, step=0, deadline=started + duration)
@@ -179,47 +213,13 @@ def run(cfg: Any, duration: float, commit_every: int, stop_file: str = "") -> in
     return 0
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = training_parser(
-        "python -m lab.bench.elastic",
-        "Synthetic training under Horovod Elastic, reporting every resize; run "
-        "it with horovodrun --min-np/--max-np --host-discovery-script.",
-        steps=1_000_000,
-        warmup_steps=2,
-        steps_help="global steps (across resizes)",
-        batch_help="per-worker batch size",
-    )
-    p.add_argument(
-        "--duration",
-        type=float,
-        default=0.0,
-        help="stop this many seconds after the first worker started (0: only --steps)",
-    )
-    p.add_argument(
-        "--stop-file",
-        default="",
-        help="stop once this file exists (on any "
-        "worker's host); lab.cluster.elastic_hosts writes it for a 'SECONDS:stop' entry",
-    )
-    p.add_argument("--commit-every", type=int, default=1, help="commit the state every K steps")
-    return p
-
-
-def parse_args(argv: Sequence[str] | None = None) -> tuple[Any, float, int, str]:
-    """(the synthetic workload's Config, duration, commit interval, stop file), checked."""
-    return parse_checked(_parser(), _configure, argv)
-
-
-def _configure(ns: argparse.Namespace) -> tuple[Any, float, int, str]:
-    model, image_size = check_training(ns, ("commit-every", ns.commit_every, 1))
-    if not ns.duration >= 0:
-        raise ParameterError("duration", ns.duration, "seconds >= 0")
-    cfg = training_config(ns, model, image_size, BACKEND)
-    return cfg, ns.duration, ns.commit_every, ns.stop_file
+def parse_args(argv: Sequence[str] | None = None) -> Config:
+    """The checked flags; a bad one prints what is allowed and exits with 2."""
+    return Config.main_config(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run(*parse_args(argv))
+    return run(parse_args(argv))
 
 
 if __name__ == "__main__":

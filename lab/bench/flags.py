@@ -1,149 +1,168 @@
-"""The flags every training workload shares, checked in one place, and the lab-side check
-that runs a workload's own flag parsing before any rank starts (DESIGN.md, contract 4).
+"""The settings every training workload shares (``TrainingConfig``: model, batch size,
+image size, classes, warm-up, steps, optimizer, learning rate, seed, threads), checked in
+one place, and the lab-side check of a rank command before launch (DESIGN.md, contract 4).
 
-A workload builds its parser with ``training_parser`` (model, batch size, image size,
-classes, warm-up, steps, optimizer, learning rate, seed, threads) plus its own flags, turns
-the namespace into its config in a function that raises ``ParameterError``, and parses with
-``parse_checked``. ``check_argv`` lets the lab call that same parsing on a rank command
-before launch: nothing heavy is imported, no process is started.
+A workload's config subclasses ``TrainingConfig`` (lab.bench.config) with its own fields
+and checks, and its module exports it as ``Config``. ``check_argv`` finds the workload in a
+command (``python -m lab.bench.<name> ...``, also behind a wrapper such as
+lab.cluster.affinity) and parses its flags with that config, in the lab's process: no
+process is started and nothing heavy is imported.
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
+import dataclasses
 import importlib
-import io
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
+from lab.bench.config import WorkloadConfig, flag
 from lab.errors import ParameterError, require_at_least
 
 OPTIMIZERS = ("sgd", "momentum", "adam")
-T = TypeVar("T")
+WORKLOAD_PREFIX = "lab.bench."
 
 
-def training_parser(
-    prog: str,
-    description: str,
-    steps: int = 20,
-    warmup_steps: int = 5,
-    steps_help: str = "timed steps (per worker)",
-    batch_help: str = "per-rank batch size",
-) -> argparse.ArgumentParser:
-    """A parser with the shared training flags; add the workload's own to it."""
-    p = argparse.ArgumentParser(prog=prog, description=description)
-    p.add_argument(
-        "--model", default="tiny_cnn", help="keras application name or tiny_cnn, small_cnn"
-    )
-    p.add_argument("--batch-size", type=int, default=32, help=batch_help)
-    p.add_argument(
-        "--image-size", type=int, default=None, help="square input size (default: the model's)"
-    )
-    p.add_argument("--num-classes", type=int, default=10)
-    p.add_argument(
-        "--warmup-steps", type=int, default=warmup_steps, help="steps run before timing counts"
-    )
-    p.add_argument("--steps", type=int, default=steps, help=steps_help)
-    p.add_argument("--optimizer", choices=OPTIMIZERS, default="sgd")
-    p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument(
-        "--threads", type=int, default=0, help="TensorFlow intra/inter-op threads (0: TF's default)"
-    )
-    return p
+@dataclasses.dataclass(frozen=True)
+class TrainingConfig(WorkloadConfig):
+    """The shared training settings; subclasses add theirs (and may change defaults).
+
+    ``backend`` is what a rank's records report as its engine: a field where the flags
+    choose it (lab.bench.synthetic), else the class's ``BACKEND``.
+    """
+
+    BACKEND: ClassVar[str] = ""
+
+    model: str = flag("tiny_cnn", "a keras application name, or tiny_cnn, small_cnn")
+    batch_size: int = flag(32, "per-rank batch size")
+    image_size: int | None = flag(None, "square input size (None: the model's)")
+    num_classes: int = flag(10, "classes of the random labels")
+    warmup_steps: int = flag(5, "steps run before timing counts")
+    steps: int = flag(20, "timed steps (per worker)")
+    optimizer: str = flag("sgd", ", ".join(OPTIMIZERS))
+    lr: float = flag(0.01, "learning rate")
+    seed: int = flag(1, "model initialisation and data seed")
+    threads: int = flag(0, "TensorFlow intra/inter-op threads (0: TF's default)")
+
+    @property
+    def backend(self) -> str:
+        return self.BACKEND
+
+    def checked(self) -> Any:
+        """The shared settings checked, the model's canonical name and its image size (the
+        model's default when not given) filled in (``model_and_size``)."""
+        model, size = self.model_and_size()
+        self.check_counts()
+        return dataclasses.replace(self, model=model, image_size=size)
+
+    def model_and_size(self) -> tuple[str, int]:
+        """The model's canonical name and the image size, checked against
+        lab.bench.models (a workload with other models overrides this)."""
+        from lab.bench.models import check_image_size, get_spec
+
+        spec = get_spec(self.model)
+        size = spec.default_size if self.image_size is None else self.image_size
+        check_image_size(spec, size)
+        return spec.name, size
+
+    def check_counts(self) -> None:
+        """The counts, the learning rate and the optimizer, without a model."""
+        if self.optimizer not in OPTIMIZERS:
+            raise ParameterError("optimizer", self.optimizer, ", ".join(OPTIMIZERS))
+        require_at_least(
+            ("batch_size", self.batch_size, 1),
+            ("steps", self.steps, 1),
+            ("warmup_steps", self.warmup_steps, 0),
+            ("num_classes", self.num_classes, 2),
+            ("threads", self.threads, 0),
+        )
+        if not self.lr > 0:
+            raise ParameterError("lr", self.lr, "a number > 0")
+
+    def described(self) -> dict[str, Any]:
+        """What a rank's ``header`` record says about the run (lab.bench.backends.common)."""
+        return {
+            "model": self.model,
+            "backend": self.backend,
+            "batch_size": self.batch_size,
+            "image_size": self.image_size,
+            "num_classes": self.num_classes,
+            "optimizer": self.optimizer,
+            "lr": self.lr,
+            "warmup_steps": self.warmup_steps,
+            "steps": self.steps,
+            "monitor": "none",
+            "interval": 1,
+            "alternate": 0,
+            "seed": self.seed,
+        }
 
 
-def check_training(ns: argparse.Namespace, *at_least: tuple[str, int, int]) -> tuple[str, int]:
-    """Check the shared flags (and ``at_least``: more ``(flag, value, low)``); return the
-    model's canonical name and the image size (the model's default when not given)."""
-    from lab.bench.models import check_image_size, get_spec
-
-    spec = get_spec(ns.model)
-    image_size = spec.default_size if ns.image_size is None else ns.image_size
-    check_image_size(spec, image_size)
-    check_counts(ns, *at_least)
-    return spec.name, image_size
+def workload_of(argv: Sequence[str]) -> tuple[str, list[str]] | None:
+    """The lab workload a command runs and its flags: what follows the first
+    ``-m lab.bench.<name>``, wherever it stands (a wrapper may come first); None if none."""
+    argv = list(argv)
+    for i, arg in enumerate(argv[:-1]):
+        if arg == "-m" and argv[i + 1].startswith(WORKLOAD_PREFIX):
+            return argv[i + 1], argv[i + 2 :]
+    return None
 
 
-def training_config(
-    ns: argparse.Namespace, model: str, image_size: int, backend: str, **more: Any
-) -> Any:
-    """The synthetic workload's Config from the shared flags (checked by ``check_training``
-    or ``check_counts``) and a backend; ``more`` sets its other fields."""
-    from lab.bench.synthetic import Config
-
-    return Config(
-        model=model,
-        batch_size=ns.batch_size,
-        image_size=image_size,
-        num_classes=ns.num_classes,
-        warmup_steps=ns.warmup_steps,
-        steps=ns.steps,
-        optimizer=ns.optimizer,
-        lr=ns.lr,
-        seed=ns.seed,
-        backend=backend,
-        threads=ns.threads,
-        **more,
-    )
-
-
-def check_counts(ns: argparse.Namespace, *at_least: tuple[str, int, int]) -> None:
-    """The shared count flags and learning rate, without a model (e.g. a regression task)."""
-    require_at_least(
-        ("batch-size", ns.batch_size, 1),
-        ("steps", ns.steps, 1),
-        ("warmup-steps", ns.warmup_steps, 0),
-        ("num-classes", ns.num_classes, 2),
-        ("threads", ns.threads, 0),
-        *at_least,
-    )
-    if not ns.lr > 0:
-        raise ParameterError("lr", ns.lr, "a number > 0")
-
-
-def parse_checked(
-    parser: argparse.ArgumentParser,
-    build: Callable[[argparse.Namespace], T],
-    argv: Sequence[str] | None = None,
-) -> T:
-    """Parse ``argv`` and build the config; a bad value prints what is allowed and exits 2."""
-    ns = parser.parse_args(argv)
-    try:
-        return build(ns)
-    except ParameterError as exc:
-        parser.error(str(exc))
-    raise AssertionError("unreachable")  # parser.error exits
-
-
-def check_argv(argv: Sequence[str]) -> None:
-    """Run a ``python -m lab.bench.<name> ...`` command's flag parsing here, before launch.
-
-    Commands that are not a lab workload with a ``parse_args`` are left alone (an
-    upstream script is checked by its own ranks).
+def config_class(module: str) -> type[WorkloadConfig] | None:
+    """The ``Config`` a workload module exports for its own flags, or None (a module
+    that runs an upstream script, or has none yet).
 
     Raises:
-        ParameterError: naming the workload's complaint, as its ranks would print it.
+        ParameterError: naming the module when there is no such workload.
     """
-    argv = list(argv)
-    if "-m" not in argv:
-        return
-    at = argv.index("-m")
-    if at + 1 >= len(argv) or not argv[at + 1].startswith("lab.bench."):
-        return
-    module = importlib.import_module(argv[at + 1])
-    parse: Any = getattr(module, "parse_args", None)
-    if parse is None:
-        return
-    flags = argv[at + 2 :]
-    err = io.StringIO()
     try:
-        with contextlib.redirect_stderr(err):
-            parse(flags)
-    except SystemExit as exc:
-        if exc.code in (0, None):
-            return
-        message = err.getvalue().strip().splitlines()
-        text = message[-1].split("error: ", 1)[-1] if message else "bad flags"
-        raise ParameterError(argv[at + 1], " ".join(flags), f"valid flags ({text})") from None
+        imported = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name is None or not module.startswith(e.name):
+            raise  # the workload exists but something it imports does not
+        path = module.replace(".", "/")
+        allowed = f"an existing workload, e.g. lab.bench.synthetic (there is no {path}.py)"
+        raise ParameterError("command", module, allowed) from None
+    cls = getattr(imported, "Config", None)
+    if isinstance(cls, type) and issubclass(cls, WorkloadConfig) and module == cls.MODULE:
+        return cls
+    return None
+
+
+def parse_command(
+    argv: Sequence[str], env: Mapping[str, str] | None = None
+) -> WorkloadConfig | None:
+    """The checked config of the lab workload ``argv`` runs, as its ranks will parse it
+    in the environment ``env`` the launch gives them (``ranks_env``); None for a command
+    that runs no lab workload with a config (or asks for --help).
+
+    Raises:
+        ParameterError: naming the flag, as the workload's ranks would.
+    """
+    found = workload_of(argv)
+    if found is None:
+        return None
+    module, flags = found
+    cls = config_class(module)
+    if cls is None or "-h" in flags or "--help" in flags:
+        return None
+    return cls.from_argv(flags, env)
+
+
+def ranks_env(np: int, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment a config's ``given`` fields are read from when the lab checks a
+    job of ``np`` ranks: the job's ``env`` and WORLD_SIZE = np, as the per-rank launchers
+    set it (lab.cluster.launchers.base.rank_env; the ``ps`` launcher counts its servers
+    too, so a workload it runs reads no given field)."""
+    return {**dict(env or {}), "WORLD_SIZE": str(np)}
+
+
+def check_argv(argv: Sequence[str], env: Mapping[str, str] | None = None) -> None:
+    """A ``python -m lab.bench.<name> ...`` command's flags checked here, before launch,
+    with the workload's own config; other commands (an upstream script) are left to their
+    ranks.
+
+    Raises:
+        ParameterError: naming the flag and what it allows.
+    """
+    parse_command(argv, env)

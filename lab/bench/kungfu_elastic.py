@@ -25,13 +25,14 @@ every peer of the new cluster an ``event`` {"name": "resize", "old_size", "new_s
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from lab.bench.flags import check_training, parse_checked, training_config
+from lab.bench.config import flag
+from lab.bench.flags import TrainingConfig
 from lab.errors import ParameterError
 from lab.metrics.records import emit
 
@@ -89,7 +90,7 @@ class TimedSchedule:
         return self.size
 
 
-def run(cfg: Any, schedule: dict[int, int], timed: list[tuple[float, int]] | None = None) -> int:
+def run(cfg: Config, schedule: dict[int, int], timed: list[tuple[float, int]] | None = None) -> int:
     """Train until ``cfg.warmup_steps + cfg.steps`` global steps (or a timed schedule's
     stop); resize as scheduled."""
     from lab.bench.backends import common
@@ -176,47 +177,41 @@ def run(cfg: Any, schedule: dict[int, int], timed: list[tuple[float, int]] | Non
     return 0
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m lab.bench.kungfu_elastic",
-        description="Synthetic training on KungFu that resizes itself on a schedule; run it "
-        "under kungfu-run -w with a config server (the kungfu launcher, elastic=True).",
+@dataclasses.dataclass(frozen=True)
+class Config(TrainingConfig):
+    """The synthetic workload's training settings and the resize schedule."""
+
+    MODULE = "lab.bench.kungfu_elastic"
+    DESCRIPTION = (
+        "Synthetic training on KungFu that resizes itself on a schedule; run it under "
+        "kungfu-run -w with a config server (the kungfu launcher, elastic=True)."
     )
-    p.add_argument("--model", default="tiny_cnn")
-    p.add_argument("--batch-size", type=int, default=32, help="per-peer batch size")
-    p.add_argument("--image-size", type=int, default=None)
-    p.add_argument("--num-classes", type=int, default=10)
-    p.add_argument("--warmup-steps", type=int, default=2)
-    p.add_argument("--steps", type=int, default=20, help="global steps (across resizes)")
-    p.add_argument("--schedule", default="", help="STEP:SIZE,...: resize after global STEP")
-    p.add_argument(
-        "--timed-schedule",
-        default="",
-        help="SECONDS:SIZE,...[,SECONDS:stop]: seconds since the first step (rank 0's clock); "
+    BACKEND = "kungfu-elastic"
+
+    batch_size: int = flag(32, "per-peer batch size")
+    warmup_steps: int = flag(2, "steps run before timing counts")
+    steps: int = flag(20, "global steps (across resizes)")
+    schedule: str = flag("", "STEP:SIZE,...: resize after global STEP")
+    timed_schedule: str = flag(
+        "",
+        "SECONDS:SIZE,...[,SECONDS:stop]: seconds since the first step (rank 0's clock); "
         "replaces --schedule",
     )
-    p.add_argument("--optimizer", choices=("sgd", "momentum", "adam"), default="sgd")
-    p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--threads", type=int, default=0, help="TensorFlow threads (0: TF's default)")
-    return p
+
+    def checked(self) -> Config:
+        cfg = super().checked()
+        if parse_schedule(cfg.schedule) and parse_timed_schedule(cfg.timed_schedule):
+            raise ParameterError("timed_schedule", cfg.timed_schedule, "either it or --schedule")
+        return cfg
 
 
 def parse_args(
     argv: Sequence[str] | None = None,
-) -> tuple[Any, dict[int, int], list[tuple[float, int]]]:
-    """(the synthetic workload's Config, the step schedule, the timed schedule), checked."""
-    return parse_checked(_parser(), _configure, argv)
-
-
-def _configure(ns: Any) -> tuple[Any, dict[int, int], list[tuple[float, int]]]:
-    model, image_size = check_training(ns)
-    schedule = parse_schedule(ns.schedule)
-    timed = parse_timed_schedule(ns.timed_schedule)
-    if schedule and timed:
-        raise ParameterError("timed_schedule", ns.timed_schedule, "either it or --schedule")
-    cfg = training_config(ns, model, image_size, BACKEND)
-    return cfg, schedule, timed
+) -> tuple[Config, dict[int, int], list[tuple[float, int]]]:
+    """(the checked Config, its step schedule, its timed schedule); a bad flag prints what
+    is allowed and exits with 2."""
+    cfg = Config.main_config(argv)
+    return cfg, parse_schedule(cfg.schedule), parse_timed_schedule(cfg.timed_schedule)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,7 +6,7 @@ plain SGD from w = 0, the same ``eval_loss`` on the shared evaluation set), but 
 distribution is KungFu's: ``PairAveragingOptimizer`` (``--mode pair``) or
 ``SynchronousSGDOptimizer`` (``--mode sync``) wrapping a tf-keras SGD. Run beside the
 lab's implementation (MPI one-sided) with the same flags, the two loss curves check the
-lab's pair averaging against the original (lab.bench.kungfu_crosscheck).
+lab's pair averaging against the original (tests/cluster/test_kungfu_real.py).
 
 Records are pair_averaging's: header, one ``step`` record per step with ``eval_loss``,
 summary with the final ``eval_loss``; ``backend`` is "kungfu-pair-avg" or "kungfu-sync".
@@ -18,7 +18,7 @@ with warm-up garbage frozen, one peer finished its 300 steps while the other was
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import sys
 import time
 from collections.abc import Sequence
@@ -26,10 +26,14 @@ from typing import Any
 
 import numpy as np
 
-from lab.bench.pair_averaging import make_regression, squared_loss
-from lab.errors import ParameterError, require_at_least
+from lab.bench.config import flag
+from lab.bench.pair_averaging import (
+    REGRESSION_MODEL,
+    RegressionConfig,
+    make_regression,
+    squared_loss,
+)
 
-MODES = ("pair", "sync")
 BACKEND = {"pair": "kungfu-pair-avg", "sync": "kungfu-sync"}
 IMPLEMENTATION = {
     "pair": "KungFu PairAveragingOptimizer",
@@ -37,25 +41,24 @@ IMPLEMENTATION = {
 }
 
 
-def run(ns: argparse.Namespace) -> int:
+def run(cfg: Config) -> int:
     """Train on every KungFu peer; returns the exit code."""
     from lab.bench.backends import common
     from lab.bench.backends.kungfu import import_kungfu
-    from lab.bench.synthetic import Config
 
-    tf = common.setup_tensorflow(ns.threads)
+    tf = common.setup_tensorflow(cfg.threads)
     import_kungfu()
     import tf_keras
     from kungfu.python import current_cluster_size, current_rank, run_barrier
     from kungfu.tensorflow.optimizers import PairAveragingOptimizer, SynchronousSGDOptimizer
 
     rank, size = current_rank(), current_cluster_size()
-    data = make_regression(ns.seed, rank, ns.features, ns.samples, ns.noise)
-    w = tf.Variable(np.zeros(ns.features, np.float32))
-    base = tf_keras.optimizers.SGD(ns.lr)
-    wrap = PairAveragingOptimizer if ns.mode == "pair" else SynchronousSGDOptimizer
+    data = make_regression(cfg.seed, rank, cfg.features, cfg.samples, cfg.noise)
+    w = tf.Variable(np.zeros(cfg.features, np.float32))
+    base = tf_keras.optimizers.SGD(cfg.lr)
+    wrap = PairAveragingOptimizer if cfg.mode == "pair" else SynchronousSGDOptimizer
     opt = wrap(base)
-    rng = np.random.default_rng([ns.seed, 2, rank])  # pair_averaging's batch stream
+    rng = np.random.default_rng([cfg.seed, 2, rank])  # pair_averaging's batch stream
 
     @common.step_function(tf)
     def train_step(x: Any, y: Any) -> Any:
@@ -65,25 +68,13 @@ def run(ns: argparse.Namespace) -> int:
         opt.apply_gradients([(tape.gradient(loss, w), w)])
         return loss
 
-    cfg = Config(
-        model="linear",
-        batch_size=ns.batch_size,
-        image_size=0,
-        warmup_steps=ns.warmup_steps,
-        steps=ns.steps,
-        lr=ns.lr,
-        seed=ns.seed,
-        backend=BACKEND[ns.mode],
-        threads=ns.threads,
-        data="regression",
-    )
-    extra = {"implementation": IMPLEMENTATION[ns.mode], "mode": ns.mode, "task": "regression"}
-    extra |= {"features": ns.features, "noise": ns.noise, "optimum_loss": data.optimum_loss}
+    extra = {"implementation": IMPLEMENTATION[cfg.mode], "mode": cfg.mode, "task": "regression"}
+    extra |= {"features": cfg.features, "noise": cfg.noise, "optimum_loss": data.optimum_loss}
     extra |= {"initial_loss": squared_loss(data.x_eval, data.y_eval, w.numpy())}
     rep = common.Reporter(cfg, rank, size, "CPU", root=rank == 0, extra=extra)
-    rep.header(ns.features, floats_exchanged=ns.features)
-    for i in range(ns.warmup_steps + ns.steps):
-        idx = rng.integers(0, len(data.y), ns.batch_size)
+    rep.header(cfg.features, floats_exchanged=cfg.features)
+    for i in range(cfg.warmup_steps + cfg.steps):
+        idx = rng.integers(0, len(data.y), cfg.batch_size)
         start = time.perf_counter()
         loss = float(train_step(tf.constant(data.x[idx]), tf.constant(data.y[idx])))
         seconds = time.perf_counter() - start
@@ -94,44 +85,28 @@ def run(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m lab.bench.kungfu_regression",
-        description="Least squares on KungFu's pair averaging or sync SGD; run under kungfu-run.",
-    )
-    p.add_argument("--mode", choices=MODES, default="pair")
-    p.add_argument("--batch-size", type=int, default=32, help="per-peer batch size")
-    p.add_argument("--warmup-steps", type=int, default=0)
-    p.add_argument("--steps", type=int, default=100)
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--threads", type=int, default=1, help="TensorFlow threads (0: TF's default)")
-    p.add_argument("--features", type=int, default=16)
-    p.add_argument("--samples", type=int, default=4096, help="samples per rank")
-    p.add_argument("--noise", type=float, default=0.1, help="label noise std")
-    return p
+@dataclasses.dataclass(frozen=True)
+class Config(RegressionConfig):
+    """The regression's settings (no image model: ``--model`` and its image size are left
+    unread); its mode, task and checks are pair averaging's (``RegressionConfig``)."""
+
+    MODULE = "lab.bench.kungfu_regression"
+    DESCRIPTION = "Least squares on KungFu's pair averaging or sync SGD; run under kungfu-run."
+    BACKENDS = BACKEND
+
+    batch_size: int = flag(32, "per-peer batch size")
+    warmup_steps: int = flag(0, "steps run before timing counts")
+    steps: int = flag(100, "steps (per peer)")
+    lr: float = flag(0.05, "learning rate")
+    threads: int = flag(1, "TensorFlow threads (0: TF's default)")
+
+    def model_and_size(self) -> tuple[str, int]:
+        return REGRESSION_MODEL, 0
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The flags, checked; a bad one prints the allowed values and exits with 2."""
-    parser = _parser()
-    ns = parser.parse_args(argv)
-    try:
-        require_at_least(
-            ("batch-size", ns.batch_size, 1),
-            ("steps", ns.steps, 1),
-            ("warmup-steps", ns.warmup_steps, 0),
-            ("threads", ns.threads, 0),
-            ("features", ns.features, 1),
-            ("samples", ns.samples, 1),
-        )
-        if not ns.lr > 0:
-            raise ParameterError("lr", ns.lr, "a number > 0")
-        if not ns.noise >= 0:
-            raise ParameterError("noise", ns.noise, "a number >= 0")
-    except ParameterError as exc:
-        parser.error(str(exc))
-    return ns
+def parse_args(argv: Sequence[str] | None = None) -> Config:
+    """The checked flags; a bad one prints the allowed values and exits with 2."""
+    return Config.main_config(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -12,7 +12,7 @@ squared norm and of the noise tr(Σ):
 Each estimate is smoothed with its own exponential moving average and the noise scale is
 B_noise = EMA(S) / EMA(|G|²), as KungFu's ``NoiseScale`` kernel does (kungfu/ema.hpp: the
 first value is taken as is, then ``alpha·ema + (1 − alpha)·x``: alpha weighs the past; checked
-against the kernel itself by lab.experiments.kungfu.crosscheck). KungFu uses the rank's
+against the kernel itself in tests/cluster/test_kungfu_real.py). KungFu uses the rank's
 own local gradient, so every rank prints its own estimate.
 
 Gradient variance across workers (KungFu's ``MonitorGradientVarianceOptimizer``): one

@@ -35,24 +35,18 @@ InfiniBand cluster, launch with ``OMPI_MCA_osc=ucx``.
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import os
 import sys
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
-from lab.bench.flags import (
-    check_counts,
-    check_training,
-    parse_checked,
-    training_config,
-    training_parser,
-)
-from lab.errors import ParameterError
+from lab.bench.config import flag
+from lab.bench.flags import TrainingConfig
+from lab.errors import ParameterError, require_at_least
 
 MODES = ("pair", "sync")
 TASKS = ("synthetic", "regression")
@@ -65,21 +59,63 @@ EVAL_SAMPLES = 2048
 REGRESSION_MODEL = "linear"  # the model name regression runs report
 
 
-@dataclass(frozen=True)
-class Options:
-    """What this workload adds to the synthetic workload's parameters."""
+@dataclasses.dataclass(frozen=True)
+class RegressionConfig(TrainingConfig):
+    """The settings of a workload that trains the least-squares task (``make_regression``)
+    in a ``mode``, pair averaging or sync SGD: this module's, and KungFu's own
+    (lab.bench.kungfu_regression), which runs beside it with the same flags. ``BACKENDS``:
+    what its records report as the engine, per mode."""
 
-    mode: str = "pair"
-    task: str = "synthetic"
-    features: int = 16
-    samples: int = 4096
-    noise: float = 0.1
+    BACKENDS: ClassVar[Mapping[str, str]] = {}
+
+    mode: str = flag("pair", ", ".join(MODES))
+    features: int = flag(16, "regression: number of weights")
+    samples: int = flag(4096, "regression: samples per rank")
+    noise: float = flag(0.1, "regression: label noise std")
+
+    @property
+    def backend(self) -> str:
+        return self.BACKENDS[self.mode]
+
+    def checked(self) -> Any:
+        if self.mode not in MODES:
+            raise ParameterError("mode", self.mode, ", ".join(MODES))
+        cfg = super().checked()
+        require_at_least(("features", cfg.features, 1), ("samples", cfg.samples, 1))
+        if not cfg.noise >= 0:
+            raise ParameterError("noise", cfg.noise, "a number >= 0")
+        return cfg
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(RegressionConfig):
+    """The synthetic workload's training settings, the mode and the task."""
+
+    MODULE = "lab.bench.pair_averaging"
+    DESCRIPTION = (
+        "KungFu's pair averaging (async decentralised SGD) on MPI one-sided communication, "
+        "or synchronous SGD on MPI Allreduce; run it under mpirun."
+    )
+    BACKENDS = BACKEND
+
+    task: str = flag("synthetic", ", ".join(TASKS))
+
+    def checked(self) -> Config:
+        if self.task not in TASKS:
+            raise ParameterError("task", self.task, ", ".join(TASKS))
+        return super().checked()
+
+    def model_and_size(self) -> tuple[str, int]:
+        """Regression trains no image model: any --model is left unread."""
+        if self.task == "regression":
+            return REGRESSION_MODEL, 0
+        return super().model_and_size()
 
 
 # ---------------------------------------------------------------- the regression task
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class RegressionData:
     """One rank's least-squares shard, the shared evaluation set and the true weights."""
 
@@ -279,21 +315,21 @@ def import_mpi() -> Any:
 # ------------------------------------------------------------------------ the run
 
 
-def run(cfg: Any, opts: Options) -> int:
+def run(cfg: Config) -> int:
     """Train on every rank of MPI_COMM_WORLD; returns the exit code."""
     from lab.bench.backends.common import Reporter
 
     mpi = import_mpi()
     comm = mpi.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
-    extra: dict[str, Any] = {"implementation": IMPLEMENTATION[opts.mode], "mode": opts.mode}
-    extra |= {"task": opts.task, "mpi": mpi.Get_library_version().split(",")[0].strip("\x00 \n")}
+    extra: dict[str, Any] = {"implementation": IMPLEMENTATION[cfg.mode], "mode": cfg.mode}
+    extra |= {"task": cfg.task, "mpi": mpi.Get_library_version().split(",")[0].strip("\x00 \n")}
     trainer: RegressionTrainer | KerasTrainer
-    if opts.task == "regression":
-        data = make_regression(cfg.seed, rank, opts.features, opts.samples, opts.noise)
+    if cfg.task == "regression":
+        data = make_regression(cfg.seed, rank, cfg.features, cfg.samples, cfg.noise)
         trainer = RegressionTrainer(data, cfg.batch_size, cfg.lr, cfg.seed, rank)
         params, device = trainer.size, "CPU"
-        extra |= {"features": opts.features, "noise": opts.noise}
+        extra |= {"features": cfg.features, "noise": cfg.noise}
         extra |= {"optimum_loss": data.optimum_loss, "initial_loss": trainer.eval_loss()}
     else:
         trainer = KerasTrainer(cfg, rank)
@@ -302,7 +338,7 @@ def run(cfg: Any, opts: Options) -> int:
     rep = Reporter(cfg, rank, size, device, root=rank == 0, extra=extra)
     rep.header(params, floats_exchanged=trainer.size)
 
-    pairing = opts.mode == "pair" and size > 1
+    pairing = cfg.mode == "pair" and size > 1
     window = ModelWindow(mpi, comm, trainer.size) if pairing else None
     if window is not None:
         window.publish(trainer.get_flat())
@@ -319,7 +355,7 @@ def run(cfg: Any, opts: Options) -> int:
             window.fetch(peer, peer_model)
             trainer.set_flat(0.5 * (trainer.get_flat() + peer_model))
             more["peer"] = peer
-        elif opts.mode == "sync" and size > 1:
+        elif cfg.mode == "sync" and size > 1:
             flat = trainer.flat_grads(grads)
             total = np.empty_like(flat)
             comm.Allreduce(flat, total, op=mpi.SUM)
@@ -344,42 +380,13 @@ def run(cfg: Any, opts: Options) -> int:
 # ------------------------------------------------------------------------- the CLI
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = training_parser(
-        "python -m lab.bench.pair_averaging",
-        "KungFu's pair averaging (async decentralised SGD) on MPI one-sided "
-        "communication, or synchronous SGD on MPI Allreduce; run it under mpirun.",
-    )
-    p.add_argument("--mode", choices=MODES, default="pair")
-    p.add_argument("--task", choices=TASKS, default="synthetic")
-    p.add_argument("--features", type=int, default=16, help="regression: number of weights")
-    p.add_argument("--samples", type=int, default=4096, help="regression: samples per rank")
-    p.add_argument("--noise", type=float, default=0.1, help="regression: label noise std")
-    return p
-
-
-def parse_args(argv: Sequence[str] | None = None) -> tuple[Any, Options]:
-    """The synthetic workload's Config (backend set from --mode) and this workload's
-    Options, checked; a bad flag prints the allowed values and exits with 2."""
-    return parse_checked(_parser(), _configure, argv)
-
-
-def _configure(ns: argparse.Namespace) -> tuple[Any, Options]:
-    extra = (("features", ns.features, 1), ("samples", ns.samples, 1))
-    if ns.task == "regression":
-        model, image_size = REGRESSION_MODEL, 0
-        check_counts(ns, *extra)
-    else:
-        model, image_size = check_training(ns, *extra)
-    if not ns.noise >= 0:
-        raise ParameterError("noise", ns.noise, "a number >= 0")
-    cfg = training_config(ns, model, image_size, BACKEND[ns.mode], data=ns.task)
-    return cfg, Options(ns.mode, ns.task, ns.features, ns.samples, ns.noise)
+def parse_args(argv: Sequence[str] | None = None) -> Config:
+    """The checked flags; a bad one prints the allowed values and exits with 2."""
+    return Config.main_config(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    cfg, opts = parse_args(argv)
-    return run(cfg, opts)
+    return run(parse_args(argv))
 
 
 if __name__ == "__main__":

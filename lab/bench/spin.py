@@ -8,10 +8,12 @@ whether an emulated host's CPU share holds and whether hosts scale linearly.
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import os
 import time
 
+from lab.bench.config import WorkloadConfig, flag
+from lab.errors import ParameterError, require_at_least
 from lab.metrics.records import emit
 
 
@@ -23,14 +25,27 @@ def unit(n: int) -> int:
     return acc
 
 
+@dataclasses.dataclass(frozen=True)
+class Config(WorkloadConfig):
+    """How long a rank works, in which units, and how often it reports."""
+
+    MODULE = "lab.bench.spin"
+    DESCRIPTION = "A compute-bound rank: single-threaded pure-Python work, no communication."
+
+    seconds: float = flag(5.0, "how long to work (wall clock)")
+    unit: int = flag(20_000, "iterations per sample")
+    report: float = flag(0.5, "seconds between step records")
+
+    def checked(self) -> Config:
+        for name in ("seconds", "report"):
+            if not getattr(self, name) > 0:
+                raise ParameterError(name, getattr(self, name), "a number > 0")
+        require_at_least(("unit", self.unit, 1))
+        return self
+
+
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m lab.bench.spin", description=__doc__)
-    p.add_argument("--seconds", type=float, default=5.0, help="how long to work (wall clock)")
-    p.add_argument("--unit", type=int, default=20_000, help="iterations per sample")
-    p.add_argument("--report", type=float, default=0.5, help="seconds between step records")
-    args = p.parse_args(argv)
-    if args.seconds <= 0 or args.unit < 1 or args.report <= 0:
-        p.error("--seconds, --unit and --report must be > 0")
+    args = Config.main_config(argv)
     rank = int(os.environ.get("RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
     host = os.environ.get("DISTLAB_HOST", "")
     emit("header", model="spin", rank=rank, host=host, unit=args.unit, seconds=args.seconds)

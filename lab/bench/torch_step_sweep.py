@@ -31,8 +31,8 @@ ratio between stand-ins.
 
 from __future__ import annotations
 
-import argparse
 import atexit
+import dataclasses
 import itertools
 import os
 import sys
@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lab.bench.allocator import CHOICES
+from lab.bench.config import WorkloadConfig, flag
 from lab.errors import ParameterError, require_at_least
 from lab.metrics.records import emit
 
@@ -78,71 +79,61 @@ def windowed_median(segments: Sequence[Sequence[float]], window_s: float = WINDO
     return float(statistics.median(means)) if means else float("nan")
 
 
-def _ints(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in str(text).split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: comma-separated integers") from None
-    if not values:
-        raise argparse.ArgumentTypeError(f"{text!r}: at least one integer")
-    return values
+@dataclasses.dataclass(frozen=True)
+class Config(WorkloadConfig):
+    """The sweep's settings; lists are comma-separated on the command line."""
+
+    MODULE = "lab.bench.torch_step_sweep"
+    DESCRIPTION = __doc__.split("\n\n")[0]
+
+    model: str = flag("tiny_cnn", "tiny_cnn or a torchvision model name")
+    batch_size: int = flag(32, "mini-batch size")
+    image_sizes: tuple[int, ...] = flag((32,), "e.g. 128,176,224")
+    micro_batches: tuple[int, ...] = flag((1,), "k values, e.g. 1,2,4")
+    seconds: float = flag(2.0, "timed seconds per config")
+    min_steps: int = flag(3, "timed steps per config, at least")
+    rounds: int = flag(3, "visits to each config")
+    warmup_steps: int = flag(1, "untimed steps per config")
+    window: float = flag(WINDOW_S, "seconds per median window")
+    threads: tuple[int, ...] = flag((1,), "intra-op threads: one for all, or one per rank")
+    num_classes: int = flag(10, "classes of the random labels")
+    lr: float = flag(0.01, "learning rate")
+    seed: int = flag(1, "model and data seed")
+    in_step: bool = flag(False, "ranks start each round together")
+    timeout: float = flag(300.0, "seconds a rank waits at a round")
+    allocator: str = flag("keep", f"{', '.join(CHOICES)}: keep freed memory, or glibc's way")
+
+    def checked(self) -> Config:
+        for name in ("image_sizes", "micro_batches", "threads"):
+            if not getattr(self, name):
+                raise ParameterError(name, getattr(self, name), "at least one integer")
+        require_at_least(
+            ("batch_size", self.batch_size, 1),
+            ("min_steps", self.min_steps, 1),
+            ("rounds", self.rounds, 1),
+            ("warmup_steps", self.warmup_steps, 0),
+            ("num_classes", self.num_classes, 2),
+            *((f"image_sizes[{i}]", v, 8) for i, v in enumerate(self.image_sizes)),
+            *((f"micro_batches[{i}]", v, 1) for i, v in enumerate(self.micro_batches)),
+            *((f"threads[{i}]", v, 1) for i, v in enumerate(self.threads)),
+        )
+        for name in ("seconds", "window", "lr", "timeout"):
+            if not getattr(self, name) > 0:
+                raise ParameterError(name, getattr(self, name), "a number > 0")
+        if self.allocator not in CHOICES:
+            raise ParameterError("allocator", self.allocator, ", ".join(CHOICES))
+        return self
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m lab.bench.torch_step_sweep", description=__doc__.split("\n\n")[0]
-    )
-    p.add_argument("--model", default="tiny_cnn", help="tiny_cnn or a torchvision model name")
-    p.add_argument("--batch-size", type=int, default=32, help="mini-batch size")
-    p.add_argument("--image-sizes", type=_ints, default=[32], help="e.g. 128,176,224")
-    p.add_argument("--micro-batches", type=_ints, default=[1], help="k values, e.g. 1,2,4")
-    p.add_argument("--seconds", type=float, default=2.0, help="timed seconds per config")
-    p.add_argument("--min-steps", type=int, default=3, help="timed steps per config, at least")
-    p.add_argument("--rounds", type=int, default=3, help="visits to each config")
-    p.add_argument("--warmup-steps", type=int, default=1, help="untimed steps per config")
-    p.add_argument("--window", type=float, default=WINDOW_S, help="seconds per median window")
-    p.add_argument(
-        "--threads", type=_ints, default=[1], help="intra-op threads: one for all, or one per rank"
-    )
-    p.add_argument("--num-classes", type=int, default=10)
-    p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--in-step", action="store_true", help="ranks start each round together")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds a rank waits at a round")
-    p.add_argument(
-        "--allocator", default="keep", choices=CHOICES, help="keep freed memory, or glibc's way"
-    )
-    return p
-
-
-def _check(ns: argparse.Namespace) -> argparse.Namespace:
-    require_at_least(
-        ("batch-size", ns.batch_size, 1),
-        ("min-steps", ns.min_steps, 1),
-        ("rounds", ns.rounds, 1),
-        ("warmup-steps", ns.warmup_steps, 0),
-        ("num-classes", ns.num_classes, 2),
-        *((f"image-sizes[{i}]", v, 8) for i, v in enumerate(ns.image_sizes)),
-        *((f"micro-batches[{i}]", v, 1) for i, v in enumerate(ns.micro_batches)),
-        *((f"threads[{i}]", v, 1) for i, v in enumerate(ns.threads)),
-    )
-    for name in ("seconds", "window", "lr", "timeout"):
-        if not getattr(ns, name) > 0:
-            raise ParameterError(name, getattr(ns, name), "a number > 0")
-    return ns
-
-
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The checked flags (the lab calls this before launch, too)."""
-    from lab.bench.flags import parse_checked
-
-    return parse_checked(_parser(), _check, argv)
+def parse_args(argv: Sequence[str] | None = None) -> Config:
+    """The checked flags (the lab checks a rank command with ``Config`` before launch)."""
+    return Config.main_config(argv)
 
 
 class _Config:
     """One configuration's model, optimizer, batch and timed steps per visit."""
 
-    def __init__(self, ns: argparse.Namespace, rank: int, size: int, k: int) -> None:
+    def __init__(self, ns: Config, rank: int, size: int, k: int) -> None:
         import torch
 
         from lab.bench.torch_synthetic import build_model
@@ -171,7 +162,7 @@ class _Config:
         return time.perf_counter() - start, value
 
 
-def _visit(ns: argparse.Namespace, rank: int, config: _Config, step: int) -> int:
+def _visit(ns: Config, rank: int, config: _Config, step: int) -> int:
     """One visit: warm-up steps on the first, then timed steps for this visit's share of
     the seconds and steps; returns the next step number."""
     warmup = ns.warmup_steps if not config.visits else 0
@@ -199,7 +190,7 @@ def _visit(ns: argparse.Namespace, rank: int, config: _Config, step: int) -> int
     raise AssertionError("unreachable")
 
 
-def _report(ns: argparse.Namespace, rank: int, config: _Config, step: int) -> None:
+def _report(ns: Config, rank: int, config: _Config, step: int) -> None:
     emit(
         "metric",
         rank=rank,
@@ -215,7 +206,7 @@ def _report(ns: argparse.Namespace, rank: int, config: _Config, step: int) -> No
     )
 
 
-def _round_barrier(ns: argparse.Namespace, rank: int, world: int) -> Any:
+def _round_barrier(ns: Config, rank: int, world: int) -> Any:
     """What a rank calls at each round's start; returns the seconds it waited there (0
     without ``--in-step`` or with one rank)."""
     if not ns.in_step or world < 2:

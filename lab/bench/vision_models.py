@@ -8,11 +8,12 @@ paper-scale run trains the architecture the papers name, not a look-alike.
 
 torchvision's wheel on PyPI is the CUDA build: its compiled operators (``nms``,
 ``roi_align``: detection only) link against CUDA torch, and with the CPU-only torch of a
-machine without a GPU ``import torchvision`` fails while registering them. The
-classification models are plain Python and use none of those operators, so when the
-package cannot be imported the lab imports ``torchvision.models`` from the installed files
-without the package's operator registration. On a GPU node with the matching CUDA torch the
-package imports as usual.
+machine without a GPU ``import torchvision`` failed while registering them. env/setup.sh
+patches that registration (env/torchvision-patches/apply.py), so the package imports in
+the lab's venv; where it is installed unpatched, the classification models, plain Python
+that uses none of those operators, are imported from the installed files without the
+package's operator registration. On a GPU node with the matching CUDA torch the package
+imports as usual.
 """
 
 from __future__ import annotations

@@ -14,8 +14,9 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lab.cluster.launchers.base import Line, RunControl
+from lab.cluster.launchers.base import Line, Lines, RunControl
 from lab.errors import LabError, ParameterError
+from lab.metrics.tags import strip_ansi
 
 EXIT_USAGE = 2
 
@@ -40,7 +41,20 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--experiment", default="adhoc", help="group under results/runs/")
     p.add_argument("--results", dest="results_root", help="results root (default: results/)")
     p.add_argument("--grace", type=float, default=5.0, help="seconds from SIGTERM to SIGKILL")
-    p.add_argument("--env", action="append", default=[], metavar="K=V", help="rank environment")
+    p.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="K=V|K",
+        help="rank environment; a bare K passes this shell's value (kept off command lines)",
+    )
+    p.add_argument(
+        "--secret",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a variable whose value is secret (besides *TOKEN*, *SECRET*, *PASSWORD*, *KEY*)",
+    )
     p.add_argument(
         "--option", action="append", default=[], metavar="K=V", help="launcher option (K=JSON)"
     )
@@ -50,7 +64,7 @@ def add_parser(subparsers: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run the launch the parsed ``args`` describe; returns the process exit status."""
-    from lab.cluster.launch import launch
+    from lab.cluster.launching import launch
 
     command = list(args.command)
     if command and command[0] == "--":
@@ -68,12 +82,13 @@ def main(args: argparse.Namespace) -> int:
             hostfile=args.hostfile,
             timeout=args.timeout,
             experiment=args.experiment,
-            env=_pairs(args.env, "--env", parse_values=False),
+            env=_env(args.env),
             options=_pairs(args.option, "--option", parse_values=True),
             view=tee,
             results_root=args.results_root,
             check=False,
             grace=args.grace,
+            secret_env=tuple(args.secret),
         )
     except KeyboardInterrupt:
         if tee.run_dir:
@@ -89,6 +104,22 @@ def main(args: argparse.Namespace) -> int:
         print(report, file=sys.stderr, flush=True)
     print(result.run_dir, flush=True)
     return result.exit_code
+
+
+def _env(items: Sequence[str]) -> dict[str, Any]:
+    """``--env K=V`` pairs; a bare ``--env K`` takes K's value from this process's
+    environment, so a secret need not be typed on a command line (``ps`` shows those)."""
+    import os
+
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" in item or not item:
+            out.update(_pairs([item], "--env", parse_values=False))
+        elif item in os.environ:
+            out[item] = os.environ[item]
+        else:
+            raise ParameterError("--env", item, "K=V, or the name of a variable that is set")
+    return out
 
 
 def _pairs(items: Sequence[str], flag: str, parse_values: bool) -> dict[str, Any]:
@@ -108,7 +139,10 @@ def _pairs(items: Sequence[str], flag: str, parse_values: bool) -> dict[str, Any
 
 
 class TerminalTee:
-    """A RunObserver that prints each line tagged with its rank, as mpirun's --tag-output."""
+    """A RunObserver that prints each line tagged with its rank, as mpirun's --tag-output.
+
+    Colour and cursor codes (kungfu-run colours its own ``[E]`` and tags) are taken out of
+    what the terminal shows; the rank logs keep every byte as printed."""
 
     def __init__(self) -> None:
         self.run_dir: str | None = None
@@ -121,7 +155,16 @@ class TerminalTee:
         tag = "launcher" if line.rank is None else str(line.rank)
         out = sys.stderr if line.stream == "stderr" else sys.stdout
         with self._lock:
-            out.write(f"[{tag}] {line.text}\n")
+            out.write(f"[{tag}] {strip_ansi(line.text)}\n")
+            out.flush()
+
+    def on_lines(self, block: Lines) -> None:
+        tag = "launcher" if block.rank is None else str(block.rank)
+        out = sys.stderr if block.stream == "stderr" else sys.stdout
+        text = strip_ansi(block.text) if "\x1b" in block.text else block.text
+        tagged = "".join(f"[{tag}] {t}\n" for t in text.split("\n")[:-1])
+        with self._lock:
+            out.write(tagged)
             out.flush()
 
     def on_end(self, state: str, exit_code: int, rank_exit_codes: Mapping[int, int | None]) -> None:

@@ -81,7 +81,7 @@ def parse_device_types(raw: Any, where: str) -> dict[str, DeviceType]:
         cpu = spec.get("cpu")
         if cpu is not None and not (isinstance(cpu, int | float) and cpu > 0):
             raise HostSpecError(f"cluster profile {where}: device_types.{name}.cpu must be > 0")
-        threads = _threads(spec.get("threads", 1), f"device_types.{name}.threads in {where}")
+        threads = positive_int(spec.get("threads", 1), f"device_types.{name}.threads in {where}")
         share = None if cpu is None else float(cpu)
         gpu_name = None if gpu is None else str(gpu)
         out[str(name)] = DeviceType(str(name), threads, isa, share, kind, gpu_name)
@@ -132,7 +132,8 @@ def _choice(spec: dict, key: str, default: str, allowed: Sequence[str], at: str,
     return value
 
 
-def _threads(value: Any, what: str) -> int:
+def positive_int(value: Any, what: str) -> int:
+    """``value`` as a whole number >= 1 (slots, threads); HostSpecError naming ``what``."""
     try:
         n = int(value)
     except (TypeError, ValueError):

@@ -42,7 +42,7 @@ class _State:
 
 class FaultInjector:
     """Carries out a checked plan during one run: a run observer (it counts step records)
-    and the supervisor's ``faults`` hook (it acts from the watch loop)."""
+    and a ticker of the supervisor (it acts from the watch loop)."""
 
     def __init__(self, plan: Sequence[Revocation], cluster: Cluster) -> None:
         self.cluster = cluster
@@ -109,7 +109,7 @@ class FaultInjector:
         for host in list(self._lifted):
             self._restore_share(host)
 
-    # -- the supervisor's hook ------------------------------------------------------------
+    # -- the supervisor's ticker ----------------------------------------------------------
 
     def tick(self, sup: Any, now: float) -> None:
         if not self._started:

@@ -91,14 +91,12 @@ def run_steps(command: Sequence[str], np: int) -> int | None:
     """How many step records a run of ``command`` prints: (warm-up + timed steps) x ranks
     (for the ps launcher, ranks = workers and every record is one step of the model);
     None when the command does not say."""
-    argv = list(command)
-    if "-m" in argv and argv.index("-m") + 1 < len(argv):
-        module = argv[argv.index("-m") + 1]
-        if module == "lab.bench.synthetic":
-            from lab.bench.synthetic import parse_args
+    from lab.bench.flags import TrainingConfig, parse_command, ranks_env
 
-            cfg = parse_args(argv[argv.index("-m") + 2 :])
-            return (cfg.warmup_steps + cfg.steps) * np
+    argv = list(command)
+    cfg = parse_command(argv, ranks_env(np))
+    if isinstance(cfg, TrainingConfig):
+        return (cfg.warmup_steps + cfg.steps) * np
     values = {}
     for flag in ("--steps", "--warmup-steps"):
         if flag in argv and argv.index(flag) + 1 < len(argv):

@@ -3,7 +3,8 @@
 Standalone and stdlib-only on purpose: its source is sent inline to remote hosts as
 ``python3 -c SRC``, so it cannot import the lab. Usage::
 
-    guard.py [--env K=V ...] [--cwd DIR] [--grace S] [--forward-eof S] -- argv...
+    guard.py [--env K=V ...] [--cwd DIR] [--grace S] [--forward-eof S]
+             [--send-env NAME ...] [--stdin-env N] -- argv...
 
 The command starts as a child in a new session with stdin from /dev/null and stdout/stderr
 inherited, so its output passes straight through (stdout is the record channel: the guard
@@ -26,6 +27,12 @@ or 128 + the signal number when the child was ended by a signal (the shell's con
 guard holds open; on teardown the guard first closes it (ssh passes the EOF to the remote
 guard, which ends the remote ranks while their last output still flows back) and waits up
 to S seconds before signalling.
+
+Secret values never go on a command line (any user can read those): ``--send-env NAME``
+(with ``--forward-eof``) writes NAME's value from the guard's own environment into the ssh
+client's stdin, one ``NAME=<hex of the UTF-8 value>`` line each, and keeps NAME out of the
+client's environment; the remote guard, given ``--stdin-env N``, reads N such lines from its
+stdin before it starts the command, and sets them.
 """
 
 from __future__ import annotations
@@ -278,7 +285,12 @@ def _watch_stdin() -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
-USAGE = "usage: guard.py [--env K=V] [--cwd DIR] [--grace S] [--forward-eof S] -- argv..."
+USAGE = (
+    "usage: guard.py [--env K=V] [--cwd DIR] [--grace S] [--forward-eof S] [--send-env NAME] "
+    "[--stdin-env N] -- argv..."
+)
+FLAGS = ("--env", "--cwd", "--grace", "--forward-eof", "--send-env", "--stdin-env")
+STDIN_ENV_TIMEOUT = 60.0  # seconds the remote guard waits for the secret values
 
 
 class _Options:
@@ -287,6 +299,8 @@ class _Options:
         self.cwd: str | None = None
         self.grace = 5.0
         self.forward_eof: float | None = None
+        self.send_env: list[str] = []
+        self.stdin_env = 0
 
 
 def _parse(argv: list[str]) -> tuple[_Options, list[str]]:
@@ -298,7 +312,7 @@ def _parse(argv: list[str]) -> tuple[_Options, list[str]]:
     opts, flags = _Options(), argv[:cut]
     for i in range(0, len(flags), 2):
         name, value = flags[i], flags[i + 1] if i + 1 < len(flags) else None
-        if value is None or name not in ("--env", "--cwd", "--grace", "--forward-eof"):
+        if value is None or name not in FLAGS:
             raise SystemExit(f"guard.py: bad arguments {flags!r}; {USAGE}")
         try:
             if name == "--env":
@@ -307,6 +321,10 @@ def _parse(argv: list[str]) -> tuple[_Options, list[str]]:
                 opts.cwd = value
             elif name == "--grace":
                 opts.grace = float(value)
+            elif name == "--send-env":
+                opts.send_env.append(value)
+            elif name == "--stdin-env":
+                opts.stdin_env = int(value)
             else:
                 opts.forward_eof = float(value)
         except ValueError:
@@ -315,6 +333,37 @@ def _parse(argv: list[str]) -> tuple[_Options, list[str]]:
     if not command:
         raise SystemExit("guard.py: no command after --")
     return opts, command
+
+
+def _env_lines(names: list[str]) -> bytes:
+    """``NAME=<hex>`` lines with the values of ``names`` in our environment (hex: a value
+    may hold newlines or any byte)."""
+    return b"".join(
+        f"{n}={os.environ.get(n, '').encode('utf-8', 'surrogateescape').hex()}\n".encode()
+        for n in names
+    )
+
+
+def _read_env_lines(count: int) -> dict[str, str]:
+    """``count`` lines of ``NAME=<hex>`` from stdin, read a byte at a time so that nothing
+    after them is taken; SystemExit when stdin ends or stays silent first."""
+    out: dict[str, str] = {}
+    line = b""
+    end = time.monotonic() + STDIN_ENV_TIMEOUT
+    while len(out) < count:
+        ready, _, _ = select.select([0], [], [], max(0.0, end - time.monotonic()))
+        byte = os.read(0, 1) if ready else b""
+        if not byte:
+            raise SystemExit(f"guard.py: stdin ended before {count} --stdin-env value(s)")
+        if byte != b"\n":
+            line += byte
+            continue
+        name, sep, value = line.decode().partition("=")
+        if not sep or not name:
+            raise SystemExit("guard.py: --stdin-env expects NAME=<hex> lines")
+        out[name] = bytes.fromhex(value).decode("utf-8", "surrogateescape")
+        line = b""
+    return out
 
 
 def _pidfd(pid: int) -> int | None:
@@ -334,6 +383,10 @@ def main(argv: list[str]) -> int:
         if not sep or not key:
             raise SystemExit(f"guard.py: --env {item!r} is not K=V")
         env[key] = value
+    if opts.stdin_env:
+        env.update(_read_env_lines(opts.stdin_env))
+    for name in opts.send_env:
+        env.pop(name, None)  # the ssh client needs none of them: they go through its stdin
     for sig in STOP_SIGNALS:
         signal.signal(sig, _on_signal)
     _set_subreaper()
@@ -343,6 +396,13 @@ def main(argv: list[str]) -> int:
     except OSError as e:
         _log(f"cannot start {command[0]!r}: {e}")
         return 127
+    if opts.send_env and child.stdin is not None:
+        data = _env_lines(opts.send_env)
+        try:
+            while data:
+                data = data[os.write(child.stdin, data) :]
+        except OSError as e:
+            _log(f"could not send --send-env values: {e}")
     watch = _watch_stdin()
     exited = _pidfd(child.pid)
     fds = ([0] if watch else []) + ([exited] if exited is not None else [])

@@ -7,6 +7,11 @@ import here, before any rank starts, as long as a smoke run's training. The answ
 changes only when Horovod is rebuilt, so it is asked once per build (the TensorFlow
 extension's path, size and modification time) and kept in ``~/.cache/distlab``; horovodrun
 then runs as it would, with that answer.
+
+``LAB_HOROVOD_BIND`` (set by the horovod launcher for a job on this machine alone, to
+127.0.0.1) makes horovodrun's own servers (the Gloo rendezvous, the driver service) listen
+on that address instead of every interface: horovodrun binds them to ``('', port)`` with
+no option to say otherwise (horovod/runner/util/network.py ``find_port``).
 """
 
 from __future__ import annotations
@@ -55,9 +60,33 @@ def built(controller: str, ask: Callable[[], object], key: str, path: Path) -> b
     return answer
 
 
+BIND_ENV = "LAB_HOROVOD_BIND"
+
+
+def bind_servers_to(address: str) -> None:
+    """Make horovodrun's ``find_port`` bind its servers to ``address`` only."""
+    from horovod.runner.common.util import network as services
+    from horovod.runner.http import http_server
+    from horovod.runner.util import network
+
+    original = network.find_port
+
+    def find_port(server_factory: Callable[[tuple[str, int]], object]) -> object:
+        def narrow(addr: tuple[str, int]) -> object:
+            return server_factory((address, addr[1]))
+
+        return original(narrow)
+
+    for module in (network, services, http_server):
+        module.find_port = find_port  # each imported the name itself
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from horovod.common import util
     from horovod.runner import launch
+
+    if os.environ.get(BIND_ENV):
+        bind_servers_to(os.environ[BIND_ENV])
 
     key, path = build_key(), cache_path()
     checks = {"gloo": util.gloo_built, "mpi": util.mpi_built}

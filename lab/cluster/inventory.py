@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,12 +20,14 @@ from lab.cluster.device_types import (
     assign_device_types,
     emulated_with_cpu,
     parse_device_types,
+    positive_int,
 )
 from lab.cluster.profile_schema import check_profile
 from lab.errors import HostSpecError, ParameterError
+from lab.metrics.layout import REPO_ROOT
 
 LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "local"})
-PROFILE_DIR = Path(__file__).resolve().parents[2] / "env" / "clusters"
+PROFILE_DIR = REPO_ROOT / "env" / "clusters"
 _HOST_RE = re.compile(r"^[A-Za-z0-9_.\-\[\]:@]+$")
 
 
@@ -105,6 +109,11 @@ class Cluster:
     def is_local(self) -> bool:
         return all(h.is_local for h in self.hosts) and not self.emulated
 
+    @property
+    def slurm(self) -> dict[str, Any] | None:
+        """The profile's ``slurm`` section: hosts come from a Slurm allocation."""
+        return self.extra.get("slurm")
+
     def device_type(self, name: str) -> DeviceType:
         """The device type called ``name``; ParameterError naming the known ones if none."""
         for dt in self.device_types:
@@ -124,6 +133,18 @@ def local_cluster(slots: int | None = None) -> Cluster:
     return Cluster(name="local", hosts=(Host("localhost", slots=n),))
 
 
+def check_host_name(name: str, what: str) -> str:
+    """A host name or address as ssh, mpirun and horovodrun's ``sh -c`` may be given it:
+    letters, digits and ``_.-[]:@``, not starting with ``-`` (an option to ssh); no spaces
+    or shell metacharacters. Raises HostSpecError naming ``what``."""
+    if not name or not _HOST_RE.match(name) or name.startswith("-"):
+        raise HostSpecError(
+            f"{what} {name!r} is not a host name: use letters, digits and '_.-[]:@', "
+            "not starting with '-' (no spaces or shell characters)"
+        )
+    return name
+
+
 def parse_hosts(spec: str) -> tuple[Host, ...]:
     """Parse ``h1:4,h2:4`` (slots default to 1) as mpirun's and horovodrun's ``-H`` do."""
     if not spec or not spec.strip():
@@ -136,9 +157,9 @@ def parse_hosts(spec: str) -> tuple[Host, ...]:
         name, sep, slots = item.rpartition(":")
         if not sep:
             name, slots = item, "1"
-        if not name or not _HOST_RE.match(name):
+        if not name or not _HOST_RE.match(name) or name.startswith("-"):
             raise HostSpecError(f"host string {spec!r}: {item!r} is not 'name:slots'")
-        hosts.append(Host(name=name, slots=_positive_int(slots, f"slots of {name!r} in {spec!r}")))
+        hosts.append(Host(name=name, slots=positive_int(slots, f"slots of {name!r} in {spec!r}")))
     _check_unique(hosts, spec)
     return tuple(hosts)
 
@@ -162,9 +183,9 @@ def read_hostfile(path: str | os.PathLike[str]) -> tuple[Host, ...]:
             key, _, value = f.partition("=")
             if key == "slots":
                 slots = value
-        if not _HOST_RE.match(name):
+        if not _HOST_RE.match(name) or name.startswith("-"):
             raise HostSpecError(f"{p}:{lineno}: {raw.strip()!r} does not name a host")
-        hosts.append(Host(name=name, slots=_positive_int(slots, f"slots at {p}:{lineno}")))
+        hosts.append(Host(name=name, slots=positive_int(slots, f"slots at {p}:{lineno}")))
     if not hosts:
         raise HostSpecError(f"hostfile {str(p)!r} names no host")
     _check_unique(hosts, str(p))
@@ -214,7 +235,10 @@ def cluster_from_dict(data: dict[str, Any], default_name: str, source: str = "")
             raise HostSpecError(f"cluster profile {where}: emulated.hosts must be >= 1")
         n = int(emulated["hosts"])
         slots = int(emulated.get("slots", 1))
-        hosts = [Host(name=f"h{i + 1}", slots=slots, python=python) for i in range(n)]
+        gpus = int(emulated.get("gpus", 0))  # declared, for a rehearsal: none is there
+        hosts = [Host(f"h{i + 1}", slots=slots, gpus=gpus, python=python) for i in range(n)]
+    elif data.get("slurm") is not None:
+        hosts = slurm_placeholders(data["slurm"], python, workdir)
     elif isinstance(raw_hosts, str):
         hosts = list(parse_hosts(raw_hosts))
     elif isinstance(raw_hosts, list) and raw_hosts:
@@ -224,10 +248,13 @@ def cluster_from_dict(data: dict[str, Any], default_name: str, source: str = "")
                 continue
             if not isinstance(h, dict) or "name" not in h:
                 raise HostSpecError(f"cluster profile {where}: hosts[{i}] needs a 'name'")
+            check_host_name(str(h["name"]), f"cluster profile {where}: hosts[{i}].name")
+            if h.get("address") is not None:
+                check_host_name(str(h["address"]), f"cluster profile {where}: hosts[{i}].address")
             hosts.append(
                 Host(
                     name=str(h["name"]),
-                    slots=_positive_int(h.get("slots", 1), f"hosts[{i}].slots in {where}"),
+                    slots=positive_int(h.get("slots", 1), f"hosts[{i}].slots in {where}"),
                     gpus=int(h.get("gpus", 0)),
                     address=h.get("address"),
                     ssh_port=h.get("ssh_port", ssh.get("port")),
@@ -251,17 +278,67 @@ def cluster_from_dict(data: dict[str, Any], default_name: str, source: str = "")
         workdir=workdir,
         emulated=emulated,
         description=str(data.get("description", "")),
-        extra={"ssh_options": [str(o) for o in ssh.get("options", [])]}
-        if ssh.get("options")
-        else {},
+        extra={**_ssh_extra(ssh), **({"slurm": dict(data["slurm"])} if "slurm" in data else {})},
         device_types=tuple(types.values()),
     )
+
+
+def slurm_placeholders(
+    slurm: dict[str, Any], python: str | None, workdir: str | None
+) -> list[Host]:
+    """Stand-ins for the nodes a Slurm allocation will give (their names are known only
+    then): ``nodes`` hosts of ``tasks_per_node`` slots, so ranks can be placed and counted
+    before the allocation; lab.cluster.slurm.allocation replaces them with the real ones."""
+    nodes = int(slurm.get("nodes", 1))
+    per_node = int(slurm.get("tasks_per_node", 1))
+    gpus = int(slurm.get("gpus_per_node", 0))
+    return [
+        Host(name=f"slurm-node-{i + 1}", slots=per_node, gpus=gpus, python=python, workdir=workdir)
+        for i in range(nodes)
+    ]
+
+
+def _ssh_extra(ssh: dict[str, Any]) -> dict[str, Any]:
+    """What a profile's ``ssh`` section adds to Cluster.extra: its options, and whether it
+    turns host-key checking off (lab.cluster.host_keys)."""
+    extra: dict[str, Any] = {}
+    if ssh.get("options"):
+        opts = ssh["options"]
+        split = shlex.split(opts) if isinstance(opts, str) else [str(o) for o in opts]
+        extra["ssh_options"] = split
+    if ssh.get("insecure_host_keys") is True:
+        extra["insecure_host_keys"] = True
+    return extra
+
+
+def as_cluster(cluster: Cluster | str | os.PathLike[str] | None = None) -> Cluster:
+    """A point's ``cluster`` as a Cluster: itself, the profile a name or path names, or
+    this machine (``None``), as launch() reads it."""
+    if isinstance(cluster, Cluster):
+        return cluster
+    return load_profile(cluster or "local")
+
+
+def rank_python(cluster: Cluster) -> str | None:
+    """The interpreter a bare ``python`` at the head of a rank's command means on
+    ``cluster``: this one (the lab's venv) on this machine and emulated hosts, the profile's
+    ``python`` (or a host's) on remote nodes; None when the profile names none."""
+    if cluster.is_local or cluster.emulated:
+        return sys.executable
+    return cluster.python or next((h.python for h in cluster.hosts if h.python), None)
 
 
 def resolve_cluster(
     hosts: str | None = None, cluster: str | None = None, hostfile: str | None = None
 ) -> Cluster:
-    """One entry point for the three ways of naming hosts; at most one may be given."""
+    """One entry point for the three ways of naming hosts; at most one may be given, and
+    one given empty (``-H ''``) is refused rather than read as "this machine"."""
+    for name, value in (("hosts", hosts), ("cluster", cluster), ("hostfile", hostfile)):
+        if value is not None and not str(value).strip():
+            raise HostSpecError(
+                f"{name} is empty; name hosts, e.g. -H 'h1:4,h2:4', or leave it out to run "
+                "on this machine"
+            )
     given = [x for x in (hosts, cluster, hostfile) if x]
     if len(given) > 1:
         raise HostSpecError("give only one of hosts (-H), cluster (--cluster), hostfile")
@@ -313,16 +390,6 @@ def _ordered_unique(items: Iterable[Host]) -> list[Host]:
         if item not in out:
             out.append(item)
     return out
-
-
-def _positive_int(value: Any, what: str) -> int:
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        raise HostSpecError(f"{what}: {value!r} is not a whole number") from None
-    if n < 1:
-        raise HostSpecError(f"{what}: {n} must be >= 1")
-    return n
 
 
 def _check_unique(hosts: Sequence[Host], where: str) -> None:

@@ -8,7 +8,8 @@ are expected. Shown in red, they hide real errors. So a line is classified:
 
 - ``record``: a lab record (``@lab {...}``), quieter than the rank's own words;
 - ``info``: start-up noise: glog/absl lines at level I or W, Python logging of TF/absl at
-  INFO or WARNING, and a short list of known harmless E lines and continuation lines;
+  INFO or WARNING, a short list of known harmless E lines and continuation lines, and the
+  lab's own housekeeping (the CPU pinning notice, the guard ending what a rank left behind);
 - ``error``: anything else on stderr (tracebacks, ``Error``, an unknown ``E`` line);
 - ``out``: anything else on stdout.
 
@@ -39,6 +40,9 @@ _KNOWN_E = re.compile(
     r"|computation placer already registered"
     r"|could not open file to read NUMA node"
 )
+# The lab's own notices on a rank's stderr: lab.cluster.affinity's pinning, and the guard's
+# housekeeping (lab.cluster.guard) except its one error, a command it cannot start.
+_LAB_NOTICE = re.compile(r"^(distlab: rank pinned to CPU |\[guard\] (?!cannot start))")
 # Lines that continue or introduce absl's start-up notices without a level of their own.
 _CONTINUATIONS = (
     "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
@@ -58,6 +62,8 @@ def classify(stream: str, text: str) -> str:
 
 
 def _is_noise(text: str) -> bool:
+    if _LAB_NOTICE.match(text):
+        return True
     m = _GLOG.match(text) or _TF_OLD.match(text)
     if m:
         return m.group(1) in "IW" or bool(_KNOWN_E.search(m.group(2)))

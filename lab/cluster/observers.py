@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from lab.cluster.launchers.base import Line, RunControl, RunObserver
+from lab.cluster.launchers.base import Line, Lines, RunControl, RunObserver
 
 
 class FanOut:
@@ -21,6 +21,19 @@ class FanOut:
     def on_line(self, line: Line) -> None:
         for obs in self.observers:
             obs.on_line(line)
+
+    def on_lines(self, block: Lines) -> None:
+        """A block to each observer: whole to those with ``on_lines``, else line by line."""
+        lines: list[Line] | None = None
+        for obs in self.observers:
+            bulk = getattr(obs, "on_lines", None)
+            if callable(bulk):
+                bulk(block)
+                continue
+            if lines is None:
+                lines = [Line(block.rank, block.stream, t) for t in block.lines]
+            for line in lines:
+                obs.on_line(line)
 
     def on_end(self, state: str, exit_code: int, rank_exit_codes: Mapping[int, int | None]) -> None:
         for obs in self.observers:

@@ -4,18 +4,23 @@ descendants so that none escapes the final SIGKILL (a rank's grandchildren inclu
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
+import sys
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from lab.cluster.launchers.base import ProcessSpec
-from lab.errors import RankFailure
+from lab.cluster.ssh import GUARD_PATH, ssh_argv
+from lab.metrics.layout import REPO_ROOT
 
 log = logging.getLogger(__name__)
 
 TAIL_LINES = 50  # kept per rank while running
+SAID_LINES = 300  # a launcher's own lines kept per process: its failure report is there
+RUN_ID_ENV = "LAB_RUN_ID"
 
 
 class Proc:
@@ -32,36 +37,55 @@ class Proc:
         self.rank_pid: int | None = None
         self.revoked = False  # ended on purpose by a fault plan: its exit fails nothing
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self.said: deque[str] = deque(maxlen=SAID_LINES)  # lines no rank can be named for
         self.readers: list[threading.Thread] = []
+
+
+def guarded(
+    spec: ProcessSpec,
+    run_id: str,
+    grace: float,
+    ssh_options: Sequence[str] = (),
+    secret: Collection[str] = frozenset(),
+) -> Proc:
+    """``spec`` as the supervisor starts it: under lab/cluster/guard.py, whose stdin is the
+    kill switch. A local (or namespaced) process runs under a local guard; a remote one is
+    an ssh client under a local guard, and the rank under a remote guard, which gets
+    ``grace`` and the environment explicitly: on its command line, except the ``secret``
+    variables, which the local guard writes into the ssh channel (``--send-env``) and the
+    remote guard reads from its stdin (``--stdin-env``). Every process carries
+    ``LAB_RUN_ID``."""
+    env = {"PYTHONUNBUFFERED": "1", **spec.env, RUN_ID_ENV: run_id}
+    # -I -S: the guard is stdlib-only, so it skips site (the venv's .pth files) and
+    # the user's PYTHON* variables; its child still gets the whole environment.
+    guard = [sys.executable, "-I", "-S", str(GUARD_PATH)]
+    if spec.host.is_local or spec.host.namespace is not None:
+        argv = [*guard, "--grace", f"{grace:g}", "--", *spec.argv]
+        local_env = with_lab_importable({**os.environ, **env})
+        return Proc(spec, argv, local_env, spec.cwd or os.getcwd())
+    hidden = {k: v for k, v in env.items() if k in secret}
+    shown = {k: v for k, v in env.items() if k not in hidden}
+    inner = ssh_argv(spec.host, spec.argv, shown, spec.cwd, ssh_options, grace, sorted(hidden))
+    wait_remote = grace + 3.0  # the remote guard's grace, plus the way back
+    send = [x for name in sorted(hidden) for x in ("--send-env", name)]
+    argv = [*guard, "--grace", "2", "--forward-eof", f"{wait_remote:g}", *send, "--", *inner]
+    return Proc(spec, argv, {**os.environ, RUN_ID_ENV: run_id, **hidden}, None)
+
+
+def with_lab_importable(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with this checkout last on ``PYTHONPATH``: ranks start in the caller's
+    directory, and the lab's own workloads (``python -m lab.bench...``) must import ``lab``
+    from there too, in interpreters without the editable install (the MXNet venv). Last,
+    so a script's own modules and the user's path win."""
+    parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if str(REPO_ROOT) not in parts:
+        parts.append(str(REPO_ROOT))
+    return {**env, "PYTHONPATH": os.pathsep.join(parts)}
 
 
 def rank_of(p: Proc) -> int:
     """The rank a process answers for in reports (-1 for rank-less processes, e.g. a PS)."""
     return p.spec.ranks[0] if p.spec.ranks else -1
-
-
-def failures_of(
-    procs: Iterable[Proc],
-    tail_of: Callable[[Proc], Iterable[str]],
-    lines: int,
-    default_end: float,
-) -> tuple[RankFailure, ...]:
-    """Every failed (not revoked) process as a RankFailure, the earliest first: the root
-    cause of a failed run leads its report."""
-    failed = [p for p in procs if p.code not in (None, 0) and not getattr(p, "revoked", False)]
-    found = (
-        RankFailure(
-            rank=rank_of(p),
-            host=p.spec.host.name,
-            pid=p.rank_pid,
-            exit_code=p.code,
-            signal=p.signal,
-            tail=tuple(tail_of(p))[-lines:],
-            ended_at=p.ended or default_end,
-        )
-        for p in failed
-    )
-    return tuple(sorted(found, key=lambda f: (f.ended_at, f.rank)))
 
 
 class ProcessTracker:

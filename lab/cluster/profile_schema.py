@@ -35,7 +35,7 @@ HOST_SCHEMA: dict[str, Any] = {
         "ssh_port": _PORT,
         "ssh_user": _STR,
         "python": _STR,
-        "workdir": _STR,
+        "workdir": _STR,  # where this host's ranks start (as the profile's workdir)
         "device_type": _STR,  # a name from the profile's device_types
     },
 }
@@ -48,6 +48,9 @@ PROFILE_SCHEMA: dict[str, Any] = {
         "name": _STR,
         "description": {"type": "string"},
         "python": _STR,
+        # where ranks start on the SSH hosts; without it, the launching directory's path
+        # there (mpirun's rule). Ranks on this machine and emulated hosts always start in
+        # the launching directory (lab.cluster.launching.placed_in)
         "workdir": _STR,
         "device_types": {"type": "object"},  # checked in detail by lab.cluster.device_types
         "host_device_types": {"type": "object"},
@@ -58,6 +61,7 @@ PROFILE_SCHEMA: dict[str, Any] = {
                 "user": _STR,
                 "port": _PORT,
                 "options": {"type": ["array", "string"], "items": {"type": "string"}},
+                "insecure_host_keys": {"type": "boolean"},  # lab.cluster.host_keys
             },
         },
         # "node1:4,node2:4", or a list of such strings and host mappings
@@ -73,6 +77,8 @@ PROFILE_SCHEMA: dict[str, Any] = {
             "properties": {
                 "hosts": _COUNT,
                 "slots": _COUNT,
+                # GPUs each host declares (a rehearsal: lab.cluster.emulation.lifecycle)
+                "gpus": {"type": "integer", "minimum": 0},
                 "cpu": {"type": "number", "exclusiveMinimum": 0},
                 "link": {"type": "object"},
                 "overrides": {"type": "object"},
@@ -80,6 +86,22 @@ PROFILE_SCHEMA: dict[str, Any] = {
                 "sshd": {"type": "boolean"},
                 "fair": {"type": ["boolean", "object"]},  # lab.cluster.emulation.fair
                 "startup": _STR,  # lab.cluster.emulation.startup
+            },
+        },
+        # hosts come from a Slurm allocation (lab.cluster.slurm.allocation)
+        "slurm": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "partition": _STR,
+                "account": _STR,
+                "time": _STR,  # Slurm's --time, e.g. "00:30:00"
+                "nodes": _COUNT,
+                "tasks_per_node": _COUNT,
+                "gpus_per_node": {"type": "integer", "minimum": 0},
+                "gres": _STR,  # e.g. "gpu:4"
+                "options": {"type": "array", "items": {"type": "string"}},  # more salloc flags
+                "wait": _COUNT,  # seconds a run waits for nodes before it is refused
             },
         },
     },
@@ -94,8 +116,11 @@ def check_profile(data: Any, where: str) -> None:
     """
     if not isinstance(data, dict):
         _fail(where, [("", "expected a mapping of keys (name, hosts, ...) at top level")])
-    if "hosts" not in data and "emulated" not in data:
-        _fail(where, [("hosts", "'hosts' (or 'emulated') is required")])
+    kinds = [k for k in ("hosts", "emulated", "slurm") if k in data]
+    if not kinds:
+        _fail(where, [("hosts", "'hosts' (or 'emulated', or 'slurm') is required")])
+    if len(kinds) > 1:
+        _fail(where, [(kinds[1], f"give only one of {', '.join(kinds)}")])
     problems = check(data, PROFILE_SCHEMA)
     if problems:
         _fail(where, problems)

@@ -17,14 +17,13 @@ import shlex
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from lab.errors import ParameterError
-from lab.metrics.layout import MANIFEST_NAME, REPO_ROOT, read_manifest
-from lab.metrics.layout import results_root as results_root_of
+from lab.metrics.layout import MANIFEST_NAME, REPO_ROOT, read_manifest, runs_dir
 
 __all__ = ["REPO_ROOT", "new_run_dir", "read_manifest", "write_manifest"]
 
@@ -50,7 +49,7 @@ def check_experiment(experiment: str) -> str:
 
 def new_run_dir(experiment: str, results_root: str | os.PathLike[str] | None = None) -> Path:
     """Create and return a fresh run directory; never reuses an existing one."""
-    base = results_root_of(results_root) / "runs" / check_experiment(experiment)
+    base = runs_dir(check_experiment(experiment), results_root)
     base.mkdir(parents=True, exist_ok=True)
     for _ in range(100):
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -161,10 +160,14 @@ def _lab_version() -> str | None:
 
     try:
         return importlib.metadata.version("distlab")
-    except importlib.metadata.PackageNotFoundError:
-        import lab
+    except importlib.metadata.PackageNotFoundError:  # a checkout not installed: its pyproject
+        import tomllib
 
-        return getattr(lab, "__version__", None)
+        try:
+            with open(REPO_ROOT / "pyproject.toml", "rb") as fh:
+                return str(tomllib.load(fh)["project"]["version"])
+        except (OSError, KeyError, tomllib.TOMLDecodeError):
+            return None
 
 
 def process_lines(procs: Iterable[Any]) -> list[dict[str, Any]]:
@@ -187,16 +190,23 @@ def process_lines(procs: Iterable[Any]) -> list[dict[str, Any]]:
     ]
 
 
-def end_fields(result: Any, procs: Iterable[Any]) -> dict[str, Any]:
-    """The manifest fields written when a run ends: state, exit codes per rank and per
-    process, failures (root cause first)."""
+def end_fields(
+    result: Any, procs: Iterable[Any], signals: Mapping[int, str | None] | None = None
+) -> dict[str, Any]:
+    """The manifest fields written when a run ends: state, exit codes per rank (as
+    ``result.rank_exit_codes`` and ``signals`` tell them apart, lab.cluster.root_cause) and
+    per process, failures (root cause first), and ``error``: None for a run that succeeded,
+    else one line saying why not (for a failed run: its root cause's rank, exit code and
+    message)."""
     procs = list(procs)
+    codes = result.rank_exit_codes
+    signals = signals if signals is not None else {}
     ranks = {
         str(r): {
             "host": p.spec.host.name,
             "pid": p.rank_pid,
-            "exit_code": p.code,
-            "signal": p.signal,
+            "exit_code": codes.get(r, p.code),
+            "signal": signals.get(r, p.signal),
         }
         for p in procs
         for r in p.spec.ranks
@@ -204,6 +214,7 @@ def end_fields(result: Any, procs: Iterable[Any]) -> dict[str, Any]:
     return {
         "state": result.state.value,
         "reason": result.reason,
+        "error": _error(result),
         "exit_code": result.exit_code,
         "ended": timestamp(result.ended),
         "seconds": round(result.seconds, 3),
@@ -219,7 +230,23 @@ def end_fields(result: Any, procs: Iterable[Any]) -> dict[str, Any]:
             for p in procs
         ],
         "failures": [
-            {"rank": f.rank, "host": f.host, "exit_code": f.exit_code, "signal": f.signal}
+            {
+                "rank": f.rank,
+                "host": f.host,
+                "exit_code": f.exit_code,
+                "signal": f.signal,
+                "message": f.message,
+                "named_by": f.named_by or None,
+            }
             for f in result.failures
         ],
     }
+
+
+def _error(result: Any) -> str | None:
+    """Why a run did not succeed, in one line (None when it did)."""
+    if result.state.value == "succeeded":
+        return None
+    if result.state.value == "failed" and result.failures:
+        return str(result.failures[0].summary())
+    return str(result.reason or result.state.value)

@@ -21,7 +21,9 @@ EXIT_CANCELLED = 130
 
 
 class RunState(Enum):
-    """Where a run is; the last four are final."""
+    """Where a run is; all but the first two are final. ``orphaned`` is never set by a
+    launch: a manifest reader says it of a run whose launching process died while it ran
+    (lab.metrics.layout.read_manifest)."""
 
     PENDING = "pending"
     RUNNING = "running"
@@ -29,6 +31,7 @@ class RunState(Enum):
     FAILED = "failed"
     TIMED_OUT = "timed_out"
     CANCELLED = "cancelled"
+    ORPHANED = "orphaned"
 
     @property
     def final(self) -> bool:

@@ -1,8 +1,9 @@
 """Reaching remote hosts: the ssh command line that runs a rank under the guard, and the
 reachability check done before launch (DESIGN.md, contract 4).
 
-Host keys are always checked. Extra ssh options (an identity, a known_hosts file, a jump
-host) come from ``$DISTLAB_SSH_OPTIONS`` (shell-quoted, e.g.
+Host keys are always checked (``StrictHostKeyChecking=yes``; lab.cluster.host_keys refuses
+options that weaken it unless the profile allows it). Extra ssh options (an identity, a
+known_hosts file, a jump host) come from ``$DISTLAB_SSH_OPTIONS`` (shell-quoted, e.g.
 ``-i ~/.ssh/lab -o UserKnownHostsFile=~/.ssh/lab_known_hosts``) and from a cluster's
 ``ssh_options`` (``Cluster.extra["ssh_options"]``, a list of arguments).
 """
@@ -19,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from lab.cluster.host_keys import INSECURE, refuse_weakening, strict, weakening
 from lab.cluster.inventory import Cluster, Host
 from lab.errors import HostSpecError, LaunchError
 
@@ -36,19 +38,34 @@ def guard_source() -> str:
     return GUARD_PATH.read_text()
 
 
+def insecure_host_keys(cluster: Cluster | None) -> bool:
+    """Whether the cluster's profile turns host-key checking off explicitly
+    (``ssh: {insecure_host_keys: true}``)."""
+    return cluster is not None and cluster.extra.get(INSECURE) is True
+
+
 def ssh_options(cluster: Cluster | None = None) -> list[str]:
-    """Extra ssh arguments: ``$DISTLAB_SSH_OPTIONS`` first, then the cluster's."""
+    """Extra ssh arguments: ``$DISTLAB_SSH_OPTIONS`` first, then the cluster's.
+
+    Raises ParameterError naming an option that weakens host-key checking, unless the
+    cluster's profile allows it (lab.cluster.host_keys)."""
     options = shlex.split(os.environ.get(SSH_OPTIONS_ENV, ""))
     extra = (cluster.extra.get("ssh_options") if cluster is not None else None) or []
     if isinstance(extra, str):
         extra = shlex.split(extra)
-    return [*options, *(str(x) for x in extra)]
+    extra = [str(x) for x in extra]
+    allowed = insecure_host_keys(cluster)
+    refuse_weakening(options, SSH_OPTIONS_ENV, allowed)
+    refuse_weakening(extra, "ssh.options", allowed)
+    return [*options, *extra]
 
 
 def ssh_prefix(
     host: Host, options: Sequence[str] = (), connect_timeout: int = CONNECT_TIMEOUT
 ) -> list[str]:
-    """``ssh [options] host``: batch mode (never prompt), keep-alives, host keys checked."""
+    """``ssh [options] host``: batch mode (never prompt), keep-alives, host keys checked
+    (``StrictHostKeyChecking=yes`` first, unless ``options`` weaken it, which ssh_options
+    lets through only for a profile that says so)."""
     if host.name.startswith("-"):
         raise HostSpecError(f"host name {host.name!r} may not start with '-'")
     ssh = shutil.which("ssh")
@@ -69,7 +86,7 @@ def ssh_prefix(
         argv += ["-p", str(host.ssh_port)]
     if host.ssh_user:
         argv += ["-l", host.ssh_user]
-    return [*argv, *options, host.name]
+    return [*argv, *strict(options, insecure=bool(weakening(options))), host.name]
 
 
 def remote_guard_argv(
@@ -78,11 +95,16 @@ def remote_guard_argv(
     env: Mapping[str, str],
     cwd: str | None = None,
     grace: float = 5.0,
+    stdin_env: Sequence[str] = (),
 ) -> list[str]:
-    """The remote side: the guard, inline, with the rank's environment and directory."""
+    """The remote side: the guard, inline, with the rank's environment and directory. The
+    ``stdin_env`` variables (secret values) are read from the guard's stdin, not given
+    here: a command line is readable by every user of the host."""
     argv = [host.python or "python3", "-c", guard_source()]
     for key, value in env.items():
         argv += ["--env", f"{key}={value}"]
+    if stdin_env:
+        argv += ["--stdin-env", str(len(stdin_env))]
     if cwd or host.workdir:
         argv += ["--cwd", str(cwd or host.workdir)]
     return [*argv, "--grace", f"{grace:g}", "--", *remote_argv]
@@ -95,6 +117,7 @@ def ssh_argv(
     cwd: str | None = None,
     options: Sequence[str] = (),
     grace: float = 5.0,
+    stdin_env: Sequence[str] = (),
 ) -> list[str]:
     """The local argv that runs ``remote_argv`` on ``host`` under the remote guard.
 
@@ -102,7 +125,7 @@ def ssh_argv(
     user's shell). When the ssh client ends, the remote guard reads EOF on its stdin and
     ends the remote rank.
     """
-    remote = remote_guard_argv(host, remote_argv, env, cwd, grace)
+    remote = remote_guard_argv(host, remote_argv, env, cwd, grace, stdin_env)
     return [*ssh_prefix(host, options), "--", shlex.join(remote)]
 
 
@@ -195,3 +218,18 @@ def split_config_option(options: Sequence[str]) -> tuple[list[str], list[str] | 
     if given is None:
         return rest, None
     return rest, [] if given == os.devnull else [given]
+
+
+def write_ssh_config(hosts: Sequence[Host], run_dir: Path, options: Sequence[str]) -> Path | None:
+    """For launchers that run their own ssh (mpirun): when remote ``hosts`` set ssh_port or
+    ssh_user, write ``run_dir/ssh_config`` saying them and return its path (None when no
+    host needs one). It includes the configs plain ssh reads (or the file an ``-F`` in
+    ``options`` names), so nothing else changes."""
+    if not needs_ssh_config(hosts):
+        return None
+    _, given = split_config_option(options)
+    includes = None if given is None else [os.path.abspath(os.path.expanduser(g)) for g in given]
+    path = run_dir / SSH_CONFIG_NAME
+    path.write_text(ssh_config_text(hosts, includes))
+    path.chmod(0o600)  # ssh refuses a config that others may write
+    return path

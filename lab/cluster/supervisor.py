@@ -3,14 +3,20 @@
 Every ProcessSpec runs under lab/cluster/guard.py: locally ``python guard.py -- argv``;
 remotely the ssh client runs under a local guard and the rank under a remote one. The
 guard's stdin is a pipe the supervisor never writes: closing it (or dying, even by
-``kill -9``) is the kill switch. One reader thread per stream splits the bytes into lines
-on ``\\n`` and ``\\r`` (so progress bars show), attributes each line to its rank through the
-launcher, appends it to ``rank-<r>.log`` (flushed per line) and hands it to the observers.
+``kill -9``) is the kill switch. One reader thread per stream splits the bytes into
+lines on ``\\n`` and ``\\r`` (so progress bars show) a read at a time, attributes them
+to ranks through the launcher, appends them to ``rank-<r>.log`` (flushed after every
+read) and queues them for the observers, which one thread of their own tells
+(lab.cluster.output, lab.cluster.feed).
 
 The state of a run follows from its processes' exit codes alone (:func:`poll`, pure, as in
-torchrun): any failure fails the run, and the earliest failure is its root cause. Ending a
-run is staged: close every guard's stdin and SIGTERM it, one shared deadline, then SIGKILL
-the guards and every descendant still alive.
+torchrun): any failure fails the run, and the earliest failure is its root cause; within a
+launcher process that carries several ranks, the rank its engine names
+(lab.cluster.root_cause, read once every line is in, so that the reason and the manifest's
+``error`` name that rank and the line that says why). Ending a run is staged
+(lab.cluster.teardown): close every guard's stdin and SIGTERM it, one shared deadline, then
+SIGKILL the guards and every descendant still alive. How a spec is put under
+its guard is lab.cluster.processes.guarded; what a SIGINT does, lab.cluster.interrupts.
 
 Run exit codes: 0 succeeded; a failed run exits with its root-cause rank's exit code (a
 rank ended by signal N counts as 128 + N, the shell's convention); 124 timed out (as
@@ -19,24 +25,23 @@ coreutils ``timeout``); 130 cancelled or interrupted (128 + SIGINT, as a shell r
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from lab.cluster import rundir
+from lab.cluster.interrupts import sigint_cancels
 from lab.cluster.launchers.base import Launcher, ProcessSpec, RunObserver
 from lab.cluster.lines import LineSplitter
 from lab.cluster.output import RunOutput
-from lab.cluster.processes import TAIL_LINES, Proc, ProcessTracker, failures_of, rank_of
+from lab.cluster.processes import TAIL_LINES, Proc, ProcessTracker, guarded
+from lab.cluster.root_cause import outcome
 from lab.cluster.runstate import (
     EXIT_CANCELLED,
     EXIT_TIMEOUT,
@@ -46,7 +51,9 @@ from lab.cluster.runstate import (
     exit_status,
     poll,
 )
-from lab.cluster.ssh import GUARD_PATH, ssh_argv
+from lab.cluster.secret_env import redact
+from lab.cluster.teardown import kill_all, kill_leftovers, reap, terminate
+from lab.metrics import liveness
 
 __all__ = [
     "EXIT_CANCELLED",
@@ -55,15 +62,24 @@ __all__ = [
     "RunResult",
     "RunState",
     "Supervisor",
+    "Ticker",
     "exit_status",
     "poll",
 ]
 
 log = logging.getLogger(__name__)
 
-RUN_ID_ENV = "LAB_RUN_ID"
 REPORT_LINES = 20  # shown per failed rank
 INTERRUPTED = "interrupted (KeyboardInterrupt)"
+RANK_FAILED = "rank failed"  # until the run's end names the rank and why
+
+
+class Ticker(Protocol):
+    """Called on every turn of the watch loop, from the thread that starts and ends the
+    run's processes, so it may revoke (``Supervisor.revoke``) and start (``spawn``)
+    processes safely: a fault plan's injector (lab.cluster.fault_injector)."""
+
+    def tick(self, sup: Supervisor, now: float) -> None: ...
 
 
 class Supervisor:
@@ -80,9 +96,11 @@ class Supervisor:
             run directory's name.
         ssh_options: extra ssh arguments for remote processes.
         manifest: fields the manifest starts with (parameters, launcher, hosts, ...).
-        faults: called as ``faults.tick(self, now)`` on every turn of the watch loop, so a
-            fault plan (lab.cluster.faults) can revoke hosts and start replacements from
-            the thread that polls and tears down.
+        tickers: called as ``tick(self, now)`` on every turn of the watch loop (Ticker).
+        secrets: secret variables of the specs' env, by name (lab.cluster.secret_env): sent
+            to remote guards over the ssh channel, and ``<secret>`` in the manifest.
+        rank_hosts: each rank's host name, for a failed rank that a launcher on another
+            host names (lab.cluster.root_cause).
     """
 
     def __init__(
@@ -97,7 +115,9 @@ class Supervisor:
         run_id: str | None = None,
         ssh_options: Sequence[str] = (),
         manifest: Mapping[str, Any] | None = None,
-        faults: Any = None,
+        tickers: Iterable[Ticker] = (),
+        secrets: Mapping[str, str] | None = None,
+        rank_hosts: Mapping[int, str] | None = None,
     ) -> None:
         self.launcher = launcher
         self.run_dir = Path(run_dir)
@@ -107,18 +127,20 @@ class Supervisor:
         self.run_id = run_id or self.run_dir.name
         self.ssh_options = list(ssh_options)
         self._manifest = dict(manifest or {})
-        self._faults = faults
+        self._tickers = list(tickers)
+        self.secrets = dict(secrets or {})
+        self.rank_hosts = dict(rank_hosts or {})
         self._procs = [self._prepare(s) for s in specs]
         self.ranks = sorted({r for s in specs for r in s.ranks})
         self._out = RunOutput(self.run_dir, launcher, self.observers, self.ranks)
         self._wake = threading.Event()
         self._cancelled = threading.Event()
         self._cancel_reason = ""
-        self._interrupted = False
         self._tracker = ProcessTracker()
         self.state = RunState.PENDING
         self.reason = ""
         self.started = self.ended = 0.0
+        self._signals: dict[int, str | None] = {}
 
     # -- public -------------------------------------------------------------------------
 
@@ -134,10 +156,9 @@ class Supervisor:
 
         A KeyboardInterrupt (a kernel interrupt) ends the run as cancelled, writes the
         manifest, then propagates. In the main thread SIGINT only asks the watch loop to
-        cancel (a second one interrupts at once): an exception raised at an arbitrary
-        point could leave a lock held or a process half-tracked, and teardown would hang.
+        cancel (lab.cluster.interrupts; a second one interrupts at once).
         """
-        with self._interrupt_cancels():
+        with sigint_cancels(lambda: self.cancel(INTERRUPTED)) as interrupted:
             try:
                 self._start()
                 self._watch()
@@ -150,29 +171,9 @@ class Supervisor:
                 self._finish()
                 raise
             result = self._finish()
-        if self._interrupted:
+        if interrupted.seen:
             raise KeyboardInterrupt
         return result
-
-    @contextlib.contextmanager
-    def _interrupt_cancels(self) -> Iterator[None]:
-        """While the run goes, SIGINT cancels it (see run); Python's own handler after."""
-        mine = threading.current_thread() is threading.main_thread()
-        if not mine or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-            yield  # another thread, or someone else's handler: leave SIGINT alone
-            return
-
-        def on_sigint(signum: int, frame: Any) -> None:
-            if self._interrupted:
-                raise KeyboardInterrupt  # a second interrupt: stop waiting for the grace
-            self._interrupted = True
-            self.cancel(INTERRUPTED)
-
-        signal.signal(signal.SIGINT, on_sigint)
-        try:
-            yield
-        finally:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def processes(self) -> list[Proc]:
         """The run's processes so far (replacements included), in start order."""
@@ -196,23 +197,12 @@ class Supervisor:
 
     def command_lines(self) -> list[dict[str, Any]]:
         """Each process as the manifest records it: the spec's argv and what was started."""
-        return rundir.process_lines(self._procs)
+        return redact(rundir.process_lines(self._procs), self.secrets)
 
     # -- starting -----------------------------------------------------------------------
 
     def _prepare(self, spec: ProcessSpec) -> Proc:
-        env = {"PYTHONUNBUFFERED": "1", **spec.env, RUN_ID_ENV: self.run_id}
-        # -I -S: the guard is stdlib-only, so it skips site (the venv's .pth files) and
-        # the user's PYTHON* variables; its child still gets the whole environment.
-        guard = [sys.executable, "-I", "-S", str(GUARD_PATH)]
-        if spec.host.is_local or spec.host.namespace is not None:
-            cwd = spec.cwd or str(rundir.REPO_ROOT)
-            argv = [*guard, "--grace", f"{self.grace:g}", "--", *spec.argv]
-            return Proc(spec, argv, {**os.environ, **env}, cwd)
-        inner = ssh_argv(spec.host, spec.argv, env, spec.cwd, self.ssh_options, self.grace)
-        wait_remote = self.grace + 3.0  # the remote guard's grace, plus the way back
-        argv = [*guard, "--grace", "2", "--forward-eof", f"{wait_remote:g}", "--", *inner]
-        return Proc(spec, argv, {**os.environ, RUN_ID_ENV: self.run_id}, None)
+        return guarded(spec, self.run_id, self.grace, self.ssh_options, frozenset(self.secrets))
 
     def _start(self) -> None:
         self.started = time.time()
@@ -221,9 +211,10 @@ class Supervisor:
             self._out.log(rank)
         rundir.write_manifest(
             self.run_dir,
-            **self._manifest,
+            **redact(self._manifest, self.secrets),
             run_id=self.run_id,
             state=self.state.value,
+            owner=liveness.identity(),  # a reader tells a killed run by it (orphaned)
             started=rundir.timestamp(self.started),
             timeout=self.timeout,
             grace=self.grace,
@@ -283,19 +274,14 @@ class Supervisor:
         while True:
             self._poll()
             now = time.time()
-            if self._faults is not None:
-                self._faults.tick(self, now)
+            for ticker in self._tickers:
+                ticker.tick(self, now)
             state = poll([p.code for p in self._procs if not p.revoked])
             if state is RunState.SUCCEEDED:
                 self.state = state
                 return
             if state is RunState.FAILED:
-                root = min(
-                    (p for p in self._procs if p.code not in (None, 0) and not p.revoked),
-                    key=lambda p: (p.ended or now, p.spec.ranks),
-                )
-                how = f"signal {root.signal}" if root.signal else f"exit code {root.code}"
-                self._end(state, f"rank {rank_of(root)} on {root.spec.host.name} failed ({how})")
+                self._end(state, RANK_FAILED)  # named once every line is read (_result)
                 return
             if self._cancelled.is_set():
                 self._end(RunState.CANCELLED, self._cancel_reason)
@@ -310,10 +296,7 @@ class Supervisor:
             self._wake.clear()
 
     def _poll(self) -> None:
-        for p in self._procs:
-            if p.code is None and p.popen is not None and p.popen.poll() is not None:
-                p.ended = time.time()
-                p.code, p.signal = exit_status(p.popen.returncode)
+        reap(self._procs)
 
     def _snapshot(self) -> None:
         """Remember every live descendant of every guard, so that none can escape SIGKILL."""
@@ -325,56 +308,13 @@ class Supervisor:
         """Set the final state (first one wins) and tear down whatever still runs."""
         if not self.state.final:
             self.state, self.reason = state, reason
-            log.info("run %s: %s", self.run_id, reason)
+            if reason != RANK_FAILED:
+                log.info("run %s: %s", self.run_id, reason)
         try:
-            self._teardown()
+            terminate(self._procs, self._tracker, self.grace)
         except KeyboardInterrupt:
-            self._kill_all()  # a second interrupt: skip the grace period
+            kill_all(self._procs, self._tracker)  # a second interrupt: skip the grace period
             raise
-
-    def _teardown(self) -> None:
-        self._poll()
-        alive = [p for p in self._procs if p.popen is not None and p.code is None]
-        if not alive:
-            return
-        self._snapshot()
-        for p in alive:
-            assert p.popen is not None
-            try:
-                if p.popen.stdin is not None:
-                    p.popen.stdin.close()
-                p.popen.send_signal(signal.SIGTERM)
-            except OSError:
-                pass
-        # One deadline for all: the guards' grace, plus the ssh round trip for remote ones.
-        extra = self.grace + 4.0 if any(p.remote for p in alive) else 0.0
-        deadline = time.monotonic() + self.grace + 2.0 + extra
-        while time.monotonic() < deadline:
-            self._poll()
-            if all(p.code is not None for p in alive):
-                return
-            time.sleep(0.05)
-        self._kill_all()
-
-    def _kill_all(self) -> None:
-        self._snapshot()
-        for p in self._procs:
-            if p.popen is not None and p.code is None:
-                log.warning("pid %d outlived the grace period; SIGKILL", p.popen.pid)
-                p.popen.kill()
-        self._kill_tracked()
-        for p in self._procs:
-            if p.popen is not None and p.code is None:
-                try:
-                    p.popen.wait(5)
-                except subprocess.TimeoutExpired:
-                    log.error("pid %d did not end after SIGKILL", p.popen.pid)
-        self._poll()
-
-    def _kill_tracked(self) -> None:
-        killed = self._tracker.kill_leftovers()
-        if killed:
-            log.warning("killed %d leftover process(es) of run %s", killed, self.run_id)
 
     def _finish(self) -> RunResult:
         self._poll()
@@ -386,23 +326,34 @@ class Supervisor:
                 t.join(max(0.0, deadline - time.monotonic()))
                 if t.is_alive():
                     log.warning("output of %s still open after the run ended", p.spec.argv)
-        self._kill_tracked()
+        kill_leftovers(self._tracker, self.run_id)
         self._out.close()
         self.ended = time.time()
         result = self._result()
-        rundir.write_manifest(self.run_dir, **rundir.end_fields(result, self._procs))
+        fields = rundir.end_fields(result, self._procs, self._signals)
+        rundir.write_manifest(self.run_dir, **fields)
         for obs in self.observers:
             codes = result.rank_exit_codes
             self._out.notify(obs, "on_end", result.state.value, result.exit_code, codes)
         return result
 
     def _result(self) -> RunResult:
-        failures = failures_of(self._procs, self._tail_of, REPORT_LINES, default_end=self.ended)
+        """The run's end; a failed run's reason names its root cause, once every line of
+        every process has been read (a launcher names the failed rank last)."""
+        ends = outcome(
+            self._procs, self.launcher, self._out, self.rank_hosts, REPORT_LINES, self.ended
+        )
+        failures = ends.failures
+        self._signals = ends.signals
+        if self.state is RunState.FAILED and self.reason in ("", RANK_FAILED):
+            if failures:
+                self.reason = failures[0].summary()
+            log.info("run %s: %s", self.run_id, self.reason)
         return RunResult(
             run_dir=self.run_dir,
             state=self.state,
             exit_code=exit_code_of(self.state, failures),
-            rank_exit_codes={r: p.code for p in self._procs for r in p.spec.ranks},
+            rank_exit_codes=ends.codes,
             started=self.started,
             ended=self.ended,
             commands=tuple(tuple(p.spec.argv) for p in self._procs),
@@ -410,8 +361,3 @@ class Supervisor:
             reason=self.reason,
             run_id=self.run_id,
         )
-
-    def _tail_of(self, p: Proc) -> Iterable[str]:
-        if len(p.spec.ranks) == 1:
-            return self._out.tails.get(p.spec.ranks[0], p.tail)
-        return p.tail

@@ -1,15 +1,17 @@
 """The live view of a run: widgets in a notebook, a compact progress line without one.
 
-Both are RunObservers (lab.cluster.launchers.base): reader threads hand them lines, which
-only go into a bounded RunTracker; drawing happens elsewhere. ``RunView`` redraws from
-one refresher thread a few times a second by *setting* widget values (never ``with
-out:`` from a thread), and draws the final state from ``on_end``, which the supervisor
-calls in the launching thread after the ranks exit, so a notebook saved by papermill
-holds the final logs, status and plot. ``HeadlessProgress`` prints a throttled line.
+Both are RunObservers (lab.cluster.launchers.base): the run's observer thread hands them
+lines, a block at a time, which only go into a bounded RunTracker; drawing happens
+elsewhere. ``RunView`` redraws from one refresher thread a few times a second by *setting*
+widget values (never ``with out:`` from a thread), and draws the final state from
+``on_end``, which the supervisor calls in the launching thread after the ranks exit, so a
+notebook saved by papermill holds the final logs, status and plot. ``HeadlessProgress``
+prints a throttled line.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import threading
@@ -17,14 +19,16 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
-from lab.cluster.launchers.base import Line, RunControl
+from lab.cluster.launchers.base import Line, Lines, RunControl
 from lab.cluster.view_hosts import hosts_html, hosts_text, read_timeline
+from lab.cluster.view_kernel import in_notebook_kernel
 from lab.cluster.view_render import (
     PLOT_PLACEHOLDER,
     log_html,
     plot_bundle,
     rank_label,
     run_name,
+    sparkline_svg,
     status_html,
     status_text,
     summary_html,
@@ -35,6 +39,20 @@ from lab.errors import ParameterError
 log = logging.getLogger(__name__)
 
 VIEW_MODES = ("auto", "widget", "headless", "none")
+STOPPED_FROM_VIEW = "stopped from the view"
+
+
+def end_reason(run_dir: str) -> str:
+    """Why a run ended, in the supervisor's words (the manifest's ``reason``, written
+    before the observers hear of the end); empty when there is none to read."""
+    if not run_dir:
+        return ""
+    try:
+        with open(f"{run_dir}/manifest.json", encoding="utf-8") as f:
+            reason = json.load(f).get("reason")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    return reason if isinstance(reason, str) else ""
 
 
 class HeadlessProgress:
@@ -64,6 +82,13 @@ class HeadlessProgress:
 
     def on_line(self, line: Line) -> None:
         self._tracker.add(line)
+        self._maybe_print()
+
+    def on_lines(self, block: Lines) -> None:
+        self._tracker.add_lines(block)
+        self._maybe_print()
+
+    def _maybe_print(self) -> None:
         now = time.monotonic()
         if now - self._last < self.interval or not self._lock.acquire(blocking=False):
             return
@@ -75,7 +100,7 @@ class HeadlessProgress:
             self._lock.release()
 
     def on_end(self, state: str, exit_code: int, rank_exit_codes: Mapping[int, int | None]) -> None:
-        self._tracker.end(state, exit_code, rank_exit_codes)
+        self._tracker.end(state, exit_code, rank_exit_codes, end_reason(self._tracker.run_dir))
         with self._lock:
             snap = self._tracker.snapshot()
             self._print(status_text(snap))
@@ -88,11 +113,17 @@ class RunView:
     """The notebook view of one run: status, Stop, one log tab per rank, throughput plot;
     on emulated hosts, each host's throttling (table, and bands on the plot).
 
+    The status line is redrawn on every refresh, so its clock runs while the ranks are
+    silent. After Stop, the reason comes first and what the processes printed as they were
+    ended is folded under it.
+
     Args:
         refresh: seconds between redraws of the logs and status.
         plot_every: seconds between redraws of the plot (its JSON is the largest part).
         log_lines: lines kept in memory per rank (the rank's log file keeps every line).
-        display: show the view in ``on_start`` (False for tests that read widget values).
+        display: show the view in ``on_start``, with a plotly throughput plot beside it.
+            False: the view is ``box``, for its owner to place inside another widget (the
+            controls', a sweep's), with a compact plot inside it.
     """
 
     def __init__(
@@ -122,7 +153,9 @@ class RunView:
         self.tabs: Any = None
         self.logs: dict[int | None, Any] = {}
         self.hosts: Any = None
+        self.spark: Any = None
         self.box: Any = None
+        self._status_shown = ""
 
     # -- RunObserver ----------------------------------------------------------------------
 
@@ -142,14 +175,19 @@ class RunView:
         for rank in ranks:
             self._add_tab(rank)
         self.hosts = w.HTML("")
-        self.box = w.VBox([w.HBox([self.stop_button, self.status]), self.hosts, self.tabs])
+        parts = [w.HBox([self.stop_button, self.status]), self.hosts]
+        if not self._display:
+            self.spark = w.HTML(sparkline_svg(self._tracker.snapshot()))
+            parts.append(self.spark)
+        self.box = w.VBox([*parts, self.tabs])
         if self._display:
             from IPython.display import display
 
             snap = self._tracker.snapshot()
             self._box_handle = display(self._box_bundle(snap), raw=True, display_id=True)
             self._plot_handle = display(plot_bundle(snap), raw=True, display_id=True)
-            self._unroute = route_off_main_shell(self.stop_button)
+        # The launching cell may block the main shell (a sweep); Stop's clicks go elsewhere.
+        self._unroute = route_off_main_shell(self.stop_button)
         self._stop_event.clear()
         self._thread = threading.Thread(target=self._refresher, name="distlab-view", daemon=True)
         self._thread.start()
@@ -157,8 +195,12 @@ class RunView:
     def on_line(self, line: Line) -> None:
         self._tracker.add(line)
 
+    def on_lines(self, block: Lines) -> None:
+        self._tracker.add_lines(block)
+
     def on_end(self, state: str, exit_code: int, rank_exit_codes: Mapping[int, int | None]) -> None:
-        self._tracker.end(state, exit_code, rank_exit_codes)
+        reason = end_reason(self._tracker.run_dir)
+        self._tracker.end(state, exit_code, rank_exit_codes, reason)
         self._stop_event.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -186,19 +228,24 @@ class RunView:
             self._draw(self._tracker.snapshot(), plot)
 
     def _draw(self, snap: Snapshot, plot: bool) -> None:
+        status = status_html(snap)  # the clock moves even when no line came
+        if status != self._status_shown:
+            self._status_shown = self.status.value = status
         if snap.version != self._drawn:
             self._drawn = snap.version
-            for rank in snap.logs:
+            for rank in [*snap.logs, *snap.after_stop]:
                 if rank not in self.logs:
                     self._add_tab(rank)
-            self.status.value = status_html(snap)
-            for rank, entries in snap.logs.items():
-                self.logs[rank].value = log_html(entries)
+            for rank in self.logs:
+                entries, after = snap.logs.get(rank, ()), snap.after_stop.get(rank, ())
+                self.logs[rank].value = log_html(entries, after=after)
         if plot and snap.version != self._plotted:
             self._plotted = snap.version
             self._plotted_at = time.monotonic()
             hosts = read_timeline(snap.run_dir) if snap.run_dir else None
             self.hosts.value = hosts_html(hosts)
+            if self.spark is not None:
+                self.spark.value = sparkline_svg(snap)
             if self._plot_handle is not None:
                 # JupyterLab hands an update of the same mimetype to the live renderer, and
                 # plotly's renderer ignores it; a placeholder of another type in between
@@ -225,48 +272,38 @@ class RunView:
     def _box_bundle(self, snap: Snapshot) -> dict[str, Any]:
         bundle = dict(self.box._repr_mimebundle_() or {})
         hosts = read_timeline(snap.run_dir) if snap.run_dir else None
-        bundle["text/html"] = summary_html(snap, hosts=hosts)
+        bundle["text/html"] = summary_html(snap, hosts=hosts, plot=self.spark is not None)
         bundle["text/plain"] = "\n".join(filter(None, [status_text(snap), hosts_text(hosts)]))
         return bundle
 
     def _on_stop(self, _button: Any) -> None:
         self.stop_button.disabled = True
         self.stop_button.description = "Stopping…"
+        self._tracker.stopping(STOPPED_FROM_VIEW)
         if self._control is not None:
-            self._control.cancel("stopped from the view")
+            self._control.cancel(STOPPED_FROM_VIEW)
 
 
-def make_view(mode: str | None = "auto") -> RunView | HeadlessProgress | None:
+def make_view(mode: str | None = "auto") -> Any:
     """The observer a launch shows its run with.
 
     Args:
-        mode: ``"auto"`` (widgets when a notebook frontend runs this kernel, else a
-            progress line), ``"widget"``, ``"headless"``, or ``"none"``/None (no view).
+        mode: ``"auto"`` (inside a sweep's view, lab.cluster.view_sweep: a view in its box;
+            else widgets when a notebook frontend runs this kernel, else a progress line),
+            ``"widget"``, ``"headless"``, or ``"none"``/None (no view).
     """
     if mode is None or mode == "none":
         return None
     if mode not in VIEW_MODES:
         raise ParameterError("view", mode, ", ".join(VIEW_MODES))
     if mode == "auto":
-        mode = "widget" if _in_notebook_kernel() else "headless"
+        from lab.cluster.view_sweep import active_sweep
+
+        sweep = active_sweep()
+        if sweep is not None:
+            return sweep.next_view(RunView(display=False))
+        mode = "widget" if in_notebook_kernel() else "headless"
     return RunView() if mode == "widget" else HeadlessProgress()
-
-
-def _in_notebook_kernel() -> bool:
-    """True in a Jupyter kernel (a ZMQ shell) with ipywidgets importable."""
-    shell_mod = sys.modules.get("IPython")
-    if shell_mod is None:
-        return False
-    try:
-        from IPython import get_ipython
-
-        shell = get_ipython()
-        if shell is None or type(shell).__name__ != "ZMQInteractiveShell":
-            return False
-        import ipywidgets  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 class ShownIn:
@@ -283,6 +320,9 @@ class ShownIn:
 
     def on_line(self, line: Any) -> None:
         self.view.on_line(line)
+
+    def on_lines(self, block: Any) -> None:
+        self.view.on_lines(block)
 
     def on_end(self, state: str, exit_code: int, rank_exit_codes: Mapping[int, Any]) -> None:
         self.view.on_end(state, exit_code, rank_exit_codes)

@@ -12,6 +12,7 @@ once the cell is free, and Kernel > Interrupt stops a run in any case.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -83,3 +84,20 @@ def route_off_main_shell(widget: Any) -> Callable[[], None] | None:
         channel.io_loop.add_callback(delete)
 
     return release
+
+
+def in_notebook_kernel() -> bool:
+    """True in a Jupyter kernel (a ZMQ shell) with ipywidgets importable."""
+    shell_mod = sys.modules.get("IPython")
+    if shell_mod is None:
+        return False
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        if shell is None or type(shell).__name__ != "ZMQInteractiveShell":
+            return False
+        import ipywidgets  # noqa: F401
+    except ImportError:
+        return False
+    return True

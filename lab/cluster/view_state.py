@@ -1,9 +1,10 @@
 """What the run views know about a run in progress, kept apart from how they show it.
 
-Reader threads call ``RunTracker.add`` for every line, so it only appends to bounded
-deques under one short lock; the views take a ``Snapshot`` when they redraw. Throughput
-comes from the lab's ``step`` records (samples / seconds) and, for unmodified upstream
-scripts, from Horovod's and KungFu's ``Iter #k: X img/sec per ...`` lines.
+The run's observer thread calls ``RunTracker.add`` for a line, ``add_lines`` for a
+block of them, so it only appends to bounded deques under one short lock; the views take
+a ``Snapshot`` when they redraw. Throughput comes from the lab's ``step`` records
+(samples / seconds) and, for unmodified upstream scripts, from Horovod's and KungFu's
+``Iter #k: X img/sec per ...`` lines.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from lab.cluster.launchers.base import Line
+from lab.cluster.launchers.base import Line, Lines
+from lab.cluster.lines import last_lines
 from lab.metrics.records import PREFIX, parse_record
+from lab.metrics.tags import strip_ansi
 
 LOG_LINES = 500  # per rank, in memory; the rank's log file keeps every line
 SERIES_POINTS = 2000  # per rank, for the throughput plot
@@ -25,22 +28,30 @@ SERIES_POINTS = 2000  # per rank, for the throughput plot
 _ITER_RATE = re.compile(r"Iter #\d+:\s*([0-9.]+(?:[eE][-+]?\d+)?)\s*img/sec per")
 
 
+def step_of(text: str) -> tuple[int | None, float, float] | None:
+    """The (rank named in the line, samples, seconds) of a lab ``step`` record, or None."""
+    if PREFIX not in text:
+        return None
+    rec = parse_record(text)
+    if rec is None or rec.get("kind") != "step":
+        return None
+    samples, seconds = rec.get("samples"), rec.get("seconds")
+    if not isinstance(samples, int | float) or not isinstance(seconds, int | float):
+        return None
+    if seconds <= 0:
+        return None
+    rank = rec.get("rank")
+    return (rank if isinstance(rank, int) else None), float(samples), float(seconds)
+
+
 def throughput_of(text: str) -> tuple[int | None, float] | None:
     """The (rank named in the line, samples per second) a line reports, or None.
 
     Cheap on lines that report nothing: one substring test each before any parsing.
     """
     if PREFIX in text:
-        rec = parse_record(text)
-        if rec is None or rec.get("kind") != "step":
-            return None
-        samples, seconds = rec.get("samples"), rec.get("seconds")
-        if not isinstance(samples, int | float) or not isinstance(seconds, int | float):
-            return None
-        if seconds <= 0:
-            return None
-        rank = rec.get("rank")
-        return (rank if isinstance(rank, int) else None), float(samples) / float(seconds)
+        step = step_of(text)
+        return None if step is None else (step[0], step[1] / step[2])
     if "img/sec per" in text:
         m = _ITER_RATE.search(text)
         if m:
@@ -53,7 +64,11 @@ class Snapshot:
     """A consistent copy of a tracker's state, safe to render in any thread.
 
     ``logs`` maps a rank (None: lines no rank could be told for) to its last lines as
-    (stream, text); ``series`` maps a rank to (elapsed seconds, samples/s) points.
+    (stream, text); ``after_stop`` holds, the same way, the lines that came after Stop
+    was pressed (the engine's reaction to being ended, shown folded under the reason);
+    ``series`` maps a rank to (elapsed seconds, samples/s) points; ``steps`` maps a rank
+    to the (samples, seconds) of its step records so far. ``stopping`` is why the run was
+    asked to stop (empty if it was not), ``reason`` how it ended (the manifest's words).
     """
 
     run_dir: str
@@ -67,6 +82,17 @@ class Snapshot:
     exit_code: int | None
     rank_exit_codes: Mapping[int, int | None]
     version: int
+    after_stop: Mapping[int | None, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    steps: Mapping[int, tuple[float, float]] = field(default_factory=dict)
+    stopping: str = ""
+    reason: str = ""
+
+    @property
+    def throughput(self) -> float | None:
+        """Samples per second over the run so far, summed over ranks (each rank's samples
+        over its step seconds); None before any step record."""
+        rates = [n / s for n, s in self.steps.values() if s > 0]
+        return sum(rates) if rates else None
 
 
 class RunTracker:
@@ -82,11 +108,14 @@ class RunTracker:
         self._t0 = time.monotonic()
         self._t1: float | None = None
         self._lines = 0
-        self._logs: dict[int | None, deque[tuple[str, str]]] = {}
+        self._logs: dict[int | None, deque[tuple[str, str, bool]]] = {}
         self._rates: dict[int, float] = {}
         self._series: dict[int, deque[tuple[float, float]]] = {}
         self._exit_code: int | None = None
         self._rank_exit_codes: dict[int, int | None] = {}
+        self._steps: dict[int, tuple[float, float]] = {}
+        self._stopping = ""
+        self._reason = ""
         self.version = 0  # bumped on every change; views redraw when it moves
 
     def start(self, run_dir: str, ranks: Sequence[int]) -> None:
@@ -103,7 +132,11 @@ class RunTracker:
 
     def add(self, line: Line) -> None:
         """Take one line (from any reader thread); cheap and never blocks for long."""
-        rate = throughput_of(line.text)
+        step = step_of(line.text)
+        if step is not None:
+            rate: tuple[int | None, float] | None = (step[0], step[1] / step[2])
+        else:  # a record that is not a step reports no rate; upstream text may
+            rate = None if PREFIX in line.text else throughput_of(line.text)
         rank = line.rank
         if rank is None and rate is not None and rate[0] is not None:
             rank = rate[0]
@@ -112,7 +145,8 @@ class RunTracker:
             log = self._logs.get(rank)
             if log is None:
                 log = self._logs[rank] = deque(maxlen=self._log_lines)
-            log.append((line.stream, line.text))
+            # colour codes are kept in the raw rank logs, stripped for the view
+            log.append((line.stream, strip_ansi(line.text), bool(self._stopping)))
             self._lines += 1
             if rate is not None and rank is not None:
                 self._rates[rank] = rate[1]
@@ -120,12 +154,51 @@ class RunTracker:
                 if pts is None:
                     pts = self._series[rank] = deque(maxlen=self._series_points)
                 pts.append((now - self._t0, rate[1]))
+                if step is not None:
+                    n, s = self._steps.get(rank, (0.0, 0.0))
+                    self._steps[rank] = (n + step[1], s + step[2])
             self.version += 1
 
-    def end(self, state: str, exit_code: int, rank_exit_codes: Mapping[int, int | None]) -> None:
-        """Record how the run ended; the clock stops."""
+    def add_lines(self, block: Lines) -> None:
+        """Take a block of one rank's lines (from the observer thread) as ``add`` takes
+        each: a block that may report throughput goes line by line; any other only
+        counts its lines and keeps its last ``log_lines``, without a string per line."""
+        text = block.text
+        if PREFIX in text or "img/sec per" in text:
+            for line in block.lines:
+                self.add(Line(block.rank, block.stream, line))
+            return
+        tail = last_lines(text, self._log_lines)
+        if "\x1b" in text:
+            tail = [strip_ansi(t) for t in tail]
+        n = text.count("\n")
+        with self._lock:
+            log = self._logs.get(block.rank)
+            if log is None:
+                log = self._logs[block.rank] = deque(maxlen=self._log_lines)
+            after = bool(self._stopping)
+            log.extend((block.stream, t, after) for t in tail)
+            self._lines += n
+            self.version += 1
+
+    def stopping(self, reason: str) -> None:
+        """Stop was asked for: lines from now on are the engine's reaction to it."""
+        with self._lock:
+            if not self._stopping:
+                self._stopping = reason
+                self.version += 1
+
+    def end(
+        self,
+        state: str,
+        exit_code: int,
+        rank_exit_codes: Mapping[int, int | None],
+        reason: str = "",
+    ) -> None:
+        """Record how the run ended (``reason``: the supervisor's words); the clock stops."""
         with self._lock:
             self.state = state
+            self._reason = reason
             self._t1 = time.monotonic()
             self._exit_code = exit_code
             self._rank_exit_codes = dict(rank_exit_codes)
@@ -141,10 +214,18 @@ class RunTracker:
                 state=self.state,
                 elapsed=end - self._t0,
                 lines=self._lines,
-                logs={r: tuple(d) for r, d in self._logs.items()},
+                logs={r: tuple((s, t) for s, t, a in d if not a) for r, d in self._logs.items()},
+                after_stop={
+                    r: after
+                    for r, d in self._logs.items()
+                    if (after := tuple((s, t) for s, t, a in d if a))
+                },
                 rates=dict(self._rates),
                 series={r: tuple(d) for r, d in self._series.items()},
                 exit_code=self._exit_code,
                 rank_exit_codes=dict(self._rank_exit_codes),
                 version=self.version,
+                steps=dict(self._steps),
+                stopping=self._stopping,
+                reason=self._reason,
             )

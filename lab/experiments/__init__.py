@@ -12,7 +12,7 @@ from typing import Any
 
 _EXPORTS = {
     "SCALE_DEFAULTS": "points",
-    "WORKLOAD_FLAGS": "points",
+    "WORKLOAD_FLAGS": "systems",
     "complete_point": "points",
     "grid": "points",
     "run_point": "points",
@@ -25,10 +25,13 @@ _EXPORTS = {
     "python_for": "systems",
     "split_available": "systems",
     "run_sweep": "sweeps",
+    "run_rounds": "sweeps",
+    "require_succeeded": "outcome",
     "Controls": "controls",
     "Verdict": "verdicts",
     "Status": "verdicts",
     "save_verdict": "verdicts",
+    "load_verdict": "saved",
     "conclude": "outputs",
     "published_rows": "published",
     "published_table": "published",

@@ -2,7 +2,7 @@
 reproduction report are both rendered from it, so they cannot disagree.
 
 ``figure`` must equal the ``Verdict.figure`` that the notebook concludes with; the report
-finds the verdict at ``results/verdicts/<room>/<slug(figure)>.json``.
+finds its verdicts at ``results/verdicts/<room>/<scale>/<slug(figure)>.json``.
 """
 
 from __future__ import annotations

@@ -77,13 +77,13 @@ def profile(cluster: Any) -> Any:
     """The emulated cluster to measure; fails before anything starts when emulation is
     not possible here or the profile is not emulated."""
     from lab.cluster import emulation
-    from lab.cluster.inventory import load_profile
+    from lab.cluster.inventory import as_cluster
     from lab.errors import LabError, ParameterError
 
     why = emulation.missing()
     if why:
         raise LabError(f"this notebook needs an emulated cluster: {why}")
-    base = load_profile(cluster) if isinstance(cluster, str) else cluster
+    base = as_cluster(cluster)
     if not base.emulated:
         raise ParameterError("cluster", base.name, "an emulated profile, e.g. emulated-4")
     return base
@@ -96,15 +96,16 @@ def measure_scaling(
     order; throughput, CPU share and speed-up per round."""
     import sys
 
+    from lab.bench import spin
     from lab.cluster import launch
     from lab.metrics.store import load_run
 
+    workload = spin.Config.from_values({"seconds": spin_seconds, "report": REPORT_S})
     rows = []
     for r in range(rounds):
         for n in hosts if r % 2 == 0 else list(hosts)[::-1]:
-            spin = ["--seconds", str(spin_seconds), "--report", str(REPORT_S)]
             result = launch(
-                [sys.executable, "-m", "lab.bench.spin", *spin],
+                workload.command(sys.executable),
                 np=int(n),
                 cluster=base,
                 env=THREADS,
@@ -203,9 +204,11 @@ def measure_allreduce(
     """The median allreduce time between ``n_hosts`` hosts for each link bandwidth."""
     import sys
 
+    from lab.bench import allreduce
     from lab.cluster import launch
     from lab.metrics.store import load_run
 
+    workload = allreduce.Config.from_values({"bytes": nbytes, "repeats": repeats})
     rows = []
     for bw in bandwidths:
         em = {
@@ -214,9 +217,8 @@ def measure_allreduce(
             "link": {**base.emulated.get("link", {}), "bandwidth": bw},
         }
         pair = dataclasses.replace(base, hosts=base.hosts[:n_hosts], emulated=em)
-        argv = [sys.executable, "-m", "lab.bench.allreduce", "--bytes", str(nbytes)]
         result = launch(
-            [*argv, "--repeats", str(repeats)],
+            workload.command(sys.executable),
             np=n_hosts,
             cluster=pair,
             env=THREADS,
@@ -254,12 +256,12 @@ def figure(
     from plotly.subplots import make_subplots
 
     from lab.experiments import fair_settings
-    from lab.metrics.figures import add_caption
+    from lab.metrics.figures import style
 
-    titles = ["compute-bound speed-up vs hosts", "allreduce time vs link bandwidth"]
+    titles = ["speed-up vs hosts (compute-bound)", "allreduce time vs link"]
     if fair is not None:
-        titles.append("Horovod (MPI): default vs fair settings")
-    fig = make_subplots(rows=1, cols=len(titles), subplot_titles=titles)
+        titles = ["speed-up vs hosts", "allreduce vs link", "default vs fair settings"]
+    fig = make_subplots(rows=1, cols=len(titles), subplot_titles=titles, horizontal_spacing=0.1)
     if fair is not None:
         for trace in fair_settings.per_cpu_traces(fair):
             fig.add_trace(trace, row=1, col=3)
@@ -293,7 +295,7 @@ def figure(
         barmode="group",
         template="plotly_white",
     )
-    return add_caption(fig, caption)
+    return style(fig, caption=caption)
 
 
 def verdict(

@@ -216,6 +216,8 @@ def per_cpu_traces(table: pd.DataFrame) -> list[Any]:
     its host; one legend entry per rank."""
     import plotly.graph_objects as go
 
+    from lab.metrics.figures import COLORS, series_name
+
     traces, named = [], set()
     for _, r in table.iterrows():
         rank = int(r["rank"])
@@ -224,8 +226,8 @@ def per_cpu_traces(table: pd.DataFrame) -> list[Any]:
                 x=[r["setting"]],
                 y=[r["samples_per_cpu_s"]],
                 mode="markers",
-                marker={"size": 10},
-                name=f"{LABEL} rank {rank} ({r['host']})",
+                marker={"size": 10, "color": COLORS[rank % len(COLORS)]},
+                name=series_name(LABEL, f"rank {rank}", r["host"]),
                 legendgroup=f"rank {rank}",
                 showlegend=rank not in named,
             )
@@ -239,7 +241,7 @@ def figure(table: pd.DataFrame, caption: str | None = None) -> Any:
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from lab.metrics.figures import add_caption
+    from lab.metrics.figures import COLORS, style
 
     s = summary(table)
     fig = make_subplots(
@@ -249,14 +251,18 @@ def figure(table: pd.DataFrame, caption: str | None = None) -> Any:
     )
     for trace in per_cpu_traces(table):
         fig.add_trace(trace, row=1, col=1)
-    fig.add_trace(go.Bar(x=s["setting"], y=s["throughput"], name=LABEL), row=1, col=2)
+    fig.add_trace(
+        go.Bar(x=s["setting"], y=s["throughput"], name=LABEL, marker={"color": COLORS[5]}),
+        row=1,
+        col=2,
+    )
     fig.update_yaxes(title_text=PER_CPU_AXIS, rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="samples/s", rangemode="tozero", row=1, col=2)
     fig.update_layout(
         title="Horovod over MPI on emulated hosts: default spin settings vs fair ones",
         template="plotly_white",
     )
-    return add_caption(fig, caption)
+    return style(fig, caption=caption)
 
 
 def verdict(

@@ -1,13 +1,18 @@
 """Run the lab's notebooks with papermill: the batch runner behind `make run` and the tests.
 
 Every notebook has one cell tagged ``parameters`` holding at least ``scale`` and
-``cluster``; this module injects the scale (and a cluster when one is named), executes
-each notebook into ``results/notebooks/<same relative path>`` (the latest) and a dated copy
-beside the runs it made (``results/runs/<experiment>/notebooks/``), so a figure can always
-be traced to the runs behind it, and reports pass/fail and wall time. Any other parameter
-of a notebook can be set (``-p NAME VALUE``, ``-y YAML``); a name a notebook does not have
-is refused before anything runs. Kernels run with ``DISTLAB_BATCH=1``: a notebook that
-measured nothing fails (lab.experiments.batch).
+``cluster``; this module injects the scale (and a cluster when one is named) and executes
+each notebook once under its own name, an *execution* id (``<YYYYmmdd-HHMMSS>-<6 hex>``):
+``results/notebooks/<path less .ipynb>/<execution>.ipynb``, with ``results/notebooks/<path>``
+a relative link to the latest (lab.metrics.versions). The kernel is told the id
+(``DISTLAB_EXECUTION``), every run it launches names it in its manifest, and a copy of the
+executed notebook goes beside those runs only (``results/runs/<experiment>/notebooks/``),
+never beside another notebook's runs made at the same time. It reports pass/fail and wall
+time. Any other parameter of a notebook can be set (``-p NAME VALUE``, ``-y YAML``); a name
+a notebook does not have is refused before anything runs. Kernels run with
+``DISTLAB_BATCH=1``: a notebook that measured nothing fails (lab.experiments.batch).
+``--scale paper --rehearse`` runs the paper-scale path on this machine instead, cut and
+kept apart (``rehearse``).
 papermill saves the executed notebook before it raises, so a failed notebook keeps
 every output up to the failing cell.
 """
@@ -15,6 +20,7 @@ every output up to the failing cell.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import fnmatch
 import json
@@ -24,15 +30,19 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from lab import REPO_ROOT
 from lab.errors import ParameterError
 from lab.experiments.batch import BATCH_ENV
-from lab.metrics.layout import results_root
+from lab.experiments.rehearsing import DEFAULT_TIMEOUT_S as REHEARSAL_TIMEOUT_S
+from lab.experiments.rehearsing import SUMMARY, cluster_for, rehearsing, write_summary
+from lab.metrics.layout import EXECUTION_ENV, REPO_ROOT, execution_of, results_root
+from lab.metrics.rehearsal import REHEARSALS_DIR, Plan, memory_cap, runs_root
+from lab.metrics.versions import new_version, point, version_path
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +57,14 @@ class NotebookResult:
     """How one notebook run went."""
 
     notebook: Path
-    output: Path
+    output: Path  # the latest executed copy: a link to ``executed`` once that exists
     ok: bool
     seconds: float
     error: str = ""
     cpu_speed: float | None = None  # lab.metrics.machine.cpu_speed just before it ran
+    execution: str = ""  # this execution's id, which the manifests of its runs name
+    executed: Path | None = None  # the executed notebook, written for this execution alone
+    copies: tuple[Path, ...] = ()  # its copies beside the runs it launched
 
 
 def discover(root: Path = NOTEBOOK_DIR, patterns: Sequence[str] = ()) -> list[Path]:
@@ -109,56 +122,87 @@ def run_notebook(
             sorted(unknown),
             f"names in {notebook.name}'s parameters cell: {', '.join(sorted(accepted))}",
         )
-    output.parent.mkdir(parents=True, exist_ok=True)
+    execution = new_version()
+    executed = version_path(output, execution)
+    executed.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
-    started_epoch = time.time()
     error = ""
-    previous = os.environ.get(BATCH_ENV)
-    os.environ[BATCH_ENV] = "1"  # the kernel inherits it: nothing measured fails the run
     sockets = tempfile.TemporaryDirectory(prefix="distlab-kernel-")
+    # the kernel inherits both: nothing measured fails the run; its runs name the execution
+    with _environment({BATCH_ENV: "1", EXECUTION_ENV: execution}):
+        try:
+            papermill.execute_notebook(
+                str(notebook),
+                str(executed),
+                parameters=params,
+                kernel_name=kernel_name,
+                cwd=str(notebook.parent),
+                progress_bar=False,
+                request_save_on_cell_execute=True,
+                execution_timeout=int(timeout),
+                log_output=False,
+                config=_kernel_config(Path(sockets.name)),
+            )
+        except Exception as e:  # papermill raises after saving what it has
+            error = _short_error(e)
+        finally:
+            sockets.cleanup()
+    copies: list[Path] = []
+    if executed.exists():
+        point({output: executed})
+        copies = copy_beside_runs(executed, execution, output.name)
+    return NotebookResult(
+        notebook,
+        output,
+        not error,
+        time.monotonic() - start,
+        error,
+        execution=execution,
+        executed=executed if executed.exists() else None,
+        copies=tuple(copies),
+    )
+
+
+@contextlib.contextmanager
+def _environment(values: Mapping[str, str]) -> Iterator[None]:
+    """Set ``values`` in this process's environment (a kernel started now inherits them),
+    and put back what was there after."""
+    previous = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
     try:
-        papermill.execute_notebook(
-            str(notebook),
-            str(output),
-            parameters=params,
-            kernel_name=kernel_name,
-            cwd=str(notebook.parent),
-            progress_bar=False,
-            request_save_on_cell_execute=True,
-            execution_timeout=int(timeout),
-            log_output=False,
-            config=_kernel_config(Path(sockets.name)),
-        )
-    except Exception as e:  # papermill raises after saving what it has
-        error = _short_error(e)
+        yield
     finally:
-        sockets.cleanup()
-        if previous is None:
-            os.environ.pop(BATCH_ENV, None)
-        else:
-            os.environ[BATCH_ENV] = previous
-    if output.exists():
-        copy_beside_runs(output, started_epoch)
-    return NotebookResult(notebook, output, not error, time.monotonic() - start, error)
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
-def copy_beside_runs(executed: Path, since: float, results: Path | None = None) -> list[Path]:
-    """Copy an executed notebook into every experiment that got a run since ``since``
-    (``<results>/runs/<experiment>/notebooks/<stamp>-<name>``); return the copies."""
+def copy_beside_runs(
+    executed: Path, execution: str, name: str, results: Path | None = None
+) -> list[Path]:
+    """Copy an executed notebook beside every run that its execution launched: one copy per
+    experiment, ``<results>/runs/<experiment>/notebooks/<execution>-<name>``, with
+    ``<execution>-<name less .ipynb>.runs.json`` naming those runs; return the copies.
+
+    A run is this execution's when its manifest names it (``launched_by.execution``), so a
+    notebook run at the same time by someone else keeps its own runs, and its own copies.
+    """
     from lab.metrics.layout import read_manifest
 
-    runs = results_root(results) / "runs"
-    experiments = set()
-    for manifest in runs.glob("**/manifest.json") if runs.is_dir() else ():
-        started = (read_manifest(manifest.parent).get("started") or {}).get("epoch") or 0
-        if started >= since - 1:
-            experiments.add(manifest.parent.parent)
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(since))
+    runs = runs_root(results_root(results))
+    made: dict[Path, list[str]] = {}
+    for manifest in sorted(runs.glob("**/manifest.json")) if runs.is_dir() else ():
+        if execution_of(read_manifest(manifest.parent)) == execution:
+            made.setdefault(manifest.parent.parent, []).append(manifest.parent.name)
     copies = []
-    for exp in sorted(experiments):
-        target = exp / "notebooks" / f"{stamp}-{executed.name}"
+    for exp, run_ids in sorted(made.items()):
+        target = exp / "notebooks" / f"{execution}-{name}"
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(executed, target)
+        said = {"notebook": name, "execution": execution, "runs": run_ids}
+        target.with_suffix(".runs.json").write_text(json.dumps(said, indent=1) + "\n")
         copies.append(target)
     return copies
 
@@ -280,6 +324,48 @@ def _short_error(e: Exception) -> str:
     return text.splitlines()[0][:300] if text else type(e).__name__
 
 
+def rehearse(
+    notebooks: Sequence[Path],
+    cluster: str | None = None,
+    plan: Plan | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    results: Path | None = None,
+    root: Path = NOTEBOOK_DIR,
+    progress: bool = True,
+    parameters: Mapping[str, Any] | None = None,
+) -> list[NotebookResult]:
+    """Rehearse ``notebooks`` one after another at paper scale, each on its rehearsal
+    cluster (lab.experiments.rehearsing) under ``plan``'s cuts; everything under
+    ``<results>/rehearsals/``, each outcome in its ``rehearsed.json``; return the outcomes.
+
+    Args:
+        notebooks: the notebooks to run at paper scale.
+        cluster: one cluster for every notebook (default: ``cluster_for`` each).
+        plan: the cuts (default: ``Plan()``, stamped with now).
+        timeout: seconds allowed per cell.
+        results: the results root; everything goes under its ``rehearsals/``.
+    """
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    plan = plan or Plan(max_workers=memory_cap(), started=stamp)
+    base = results_root(results) / REHEARSALS_DIR
+    done: list[NotebookResult] = []
+    with rehearsing(plan):
+        for nb in notebooks:
+            one = run_notebooks(
+                [nb],
+                out_dir=base / "notebooks",
+                scale="paper",
+                cluster=cluster_for(nb, cluster, root),
+                timeout=timeout,
+                root=root,
+                progress=progress,
+                parameters=parameters,  # a person's narrower sweep; still cut
+            )
+            write_summary(base / SUMMARY, plan, one, root)  # each as it ends
+            done += one
+    return done
+
+
 # -- command line: python -m lab notebooks ---------------------------------------------
 
 
@@ -289,7 +375,13 @@ def add_parser(sub: Any) -> None:
         help="execute notebooks with papermill into results/notebooks/",
         description="Execute every notebook (or those matching --only) at the given scale.",
     )
-    p.add_argument("--scale", choices=SCALES, default="smoke")
+    p.add_argument("--scale", choices=SCALES, default=None, help="default: smoke")
+    p.add_argument(
+        "--rehearse",
+        action="store_true",
+        help="paper scale on this machine's rehearsal cluster, cut to a step budget "
+        "(lab.experiments.rehearsing); kept under results/rehearsals/, never a verdict",
+    )
     p.add_argument(
         "--cluster", default=None, help="cluster profile name or path (default: each notebook's)"
     )
@@ -301,7 +393,7 @@ def add_parser(sub: Any) -> None:
         help="run only notebooks whose path under notebooks/ matches (repeatable)",
     )
     p.add_argument(
-        "--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds allowed per cell"
+        "--timeout", type=float, default=None, help="seconds allowed per cell (default 900)"
     )
     p.add_argument("--out", type=Path, default=None, help="where executed notebooks go")
     p.add_argument(
@@ -325,14 +417,20 @@ def main(args: argparse.Namespace) -> int:
     parameters = parse_parameters(args.parameter, args.yaml)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     logging.getLogger("papermill").setLevel(logging.WARNING)  # the bar says which one runs
-    results = run_notebooks(
-        paths,
-        out_dir=args.out,
-        scale=args.scale,
-        cluster=args.cluster,
-        timeout=args.timeout,
-        parameters=parameters,
-    )
+    if args.rehearse:
+        if args.scale == "smoke" or args.out is not None:
+            raise ParameterError("rehearse", "with --scale smoke or --out", "--scale paper")
+        timeout = args.timeout or REHEARSAL_TIMEOUT_S
+        results = rehearse(paths, args.cluster, timeout=timeout, parameters=parameters)
+    else:
+        results = run_notebooks(
+            paths,
+            out_dir=args.out,
+            scale=args.scale or "smoke",
+            cluster=args.cluster,
+            timeout=args.timeout or DEFAULT_TIMEOUT_S,
+            parameters=parameters,
+        )
     print(summary_table(results))
     from lab.experiments.report import write_report
 

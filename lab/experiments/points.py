@@ -3,10 +3,14 @@ becomes one run, with the scale's defaults filled in and checked before anything
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import numbers
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from lab.errors import ParameterError
+from lab.experiments import rehearsal
 from lab.experiments.systems import get_system, python_for
 
 # Workload settings per scale. Smoke: small inputs that run in seconds on 2 CPU cores.
@@ -17,45 +21,33 @@ SCALE_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
-WORKLOAD_FLAGS = (
-    "model",
-    "batch_size",
-    "image_size",
-    "steps",
-    "warmup_steps",
-    "monitor",
-    "interval",
-    "alternate",
-    "seed",
-    "optimizer",
-    "lr",
-    "num_classes",
-)
-
-
 def workload_argv(point: Mapping[str, Any], python: str) -> list[str]:
-    """The rank command for one point: ``python -m <module> --backend ... --model ...``."""
+    """The rank command for one point: ``python -m <module>`` and the flags of the point's
+    workload config (``System.config``), or an upstream script's command."""
     system = get_system(point["system"])
     if system.command is not None:
+        system.config(point)  # the counts; the script checks the rest
         return system.command(point, python)
-    argv = [python, "-m", system.module]
-    if system.backend:
-        argv += ["--backend", system.backend]
-    for key in WORKLOAD_FLAGS:
-        if key in point and point[key] is not None:
-            argv += [f"--{key.replace('_', '-')}", str(point[key])]
-    return argv
+    return system.config(point).command(python)
 
 
 def complete_point(point: Mapping[str, Any], scale: str = "smoke") -> dict[str, Any]:
-    """The point with the scale's defaults filled in (what the manifest records)."""
+    """The point with the scale's defaults filled in (what the manifest records), checked
+    before anything starts: the scale, the system, the workers and, through the system's
+    workload config, every workload setting (an unknown model, a batch size < 1, ...).
+
+    Raises:
+        ParameterError: naming the point's key and what it allows.
+    """
     if scale not in SCALE_DEFAULTS:
         raise ParameterError("scale", scale, ", ".join(SCALE_DEFAULTS))
     defaults = {k: v for k, v in SCALE_DEFAULTS[scale].items() if k != "timeout"}
-    full = {**defaults, "workers": 1, **point, "scale": scale}
-    get_system(full["system"])
-    if int(full["workers"]) < 1:
-        raise ParameterError("workers", full["workers"], "an integer >= 1")
+    full = rehearsal.apply({**defaults, "workers": 1, **point, "scale": scale}, scale)
+    system = get_system(full["system"])
+    workers = full["workers"]
+    if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or workers < 1:
+        raise ParameterError("workers", workers, "an integer >= 1")
+    system.config(full)
     return full
 
 
@@ -66,7 +58,8 @@ def scale_parameters(
     takes the scale's default; a value a person or papermill set is kept.
 
     Args:
-        scale: a key of ``defaults`` ("smoke" or "paper").
+        scale: a key of ``defaults`` ("smoke" or "paper"); a rehearsal cuts the paper's
+            values where one CPU cannot afford them (lab.experiments.rehearsal).
         defaults: per scale, the value of every parameter.
         given: the parameters cell's values (None: use the scale's default).
     """
@@ -77,7 +70,7 @@ def scale_parameters(
     if unknown:
         raise ParameterError("parameters", sorted(unknown), ", ".join(sorted(chosen)))
     chosen.update({k: v for k, v in given.items() if v is not None})
-    return chosen
+    return rehearsal.apply(chosen, scale)  # a rehearsal's cuts, said (else unchanged)
 
 
 def cluster_name(cluster: Any) -> str:
@@ -96,9 +89,9 @@ def pinning(point: Mapping[str, Any], cluster: Any, argv: Sequence[str]) -> tupl
     slot a core, a lone rank too). Emulated hosts share cores by their cgroups' quotas
     instead. A bare ``python`` in front of ``argv`` becomes the wrapper's interpreter:
     launch() resolves one only where it comes first."""
-    from lab.cluster.inventory import load_profile
+    from lab.cluster.inventory import as_cluster
 
-    c = load_profile(cluster) if isinstance(cluster, str) else cluster
+    c = as_cluster(cluster)
     wanted = point.get("pin_cpus")
     if wanted is None:
         wanted = c.is_local and len(c.hosts) == 1
@@ -109,6 +102,28 @@ def pinning(point: Mapping[str, Any], cluster: Any, argv: Sequence[str]) -> tupl
     slots = max(h.slots for h in c.hosts)
     wrapper = [python, "-m", "lab.cluster.affinity", "--slots", str(slots), "--"]
     return [*wrapper, head, *argv[1:]], True
+
+
+_RECORDED: ContextVar[Mapping[str, Any] | None] = ContextVar("distlab_recorded", default=None)
+
+
+@contextmanager
+def recorded_as(tags: Mapping[str, Any]) -> Iterator[None]:
+    """Runs started by ``run_point`` in this block record ``tags`` beside their parameters
+    in the manifest (which pass of rounds made them, or that the controls did). Tags are
+    no part of a point's identity: a sweep compares only the keys its own points have."""
+    token = _RECORDED.set({**(_RECORDED.get() or {}), **tags})
+    try:
+        yield
+    finally:
+        _RECORDED.reset(token)
+
+
+def recorded_tags() -> dict[str, Any]:
+    """The tags of the ``recorded_as`` block around this call, for a room whose runner
+    launches without ``run_point`` (an elastic run, one launch of several arms); a
+    rehearsal's points carry ``rehearsal`` too, so no measured sweep resumes them."""
+    return {**(_RECORDED.get() or {}), **_rehearsal_tag()}
 
 
 def run_point(
@@ -135,6 +150,7 @@ def run_point(
         observe: another RunObserver to feed beside the view (e.g. a MetricTrace).
     """
     from lab.cluster import launch
+    from lab.cluster.inventory import as_cluster
 
     full = complete_point({"cluster": cluster_name(cluster), **point}, scale)
     system = get_system(full["system"])
@@ -145,7 +161,8 @@ def run_point(
         raise ParameterError(
             "workers", full["workers"], f">= {system.min_workers} for {system.name}"
         )
-    argv, full["pin_cpus"] = pinning(full, cluster, workload_argv(full, python_for(cluster)))
+    where = as_cluster(cluster)  # read once: pinning, the interpreter and launch share it
+    argv, full["pin_cpus"] = pinning(full, where, workload_argv(full, python_for(where)))
     if out is not None and view == "auto":
         from lab.cluster.view import ShownIn
 
@@ -159,15 +176,20 @@ def run_point(
         argv,
         np=int(full["workers"]),
         launcher=system.launcher,
-        cluster=cluster,
+        cluster=where,
         experiment=experiment,
         options=dict(system.options),
-        params=full,
+        params={**full, **recorded_tags()},
         view=view,
         results_root=results_root,
         timeout=timeout or SCALE_DEFAULTS[scale]["timeout"],
         check=False,
     )
+
+
+def _rehearsal_tag() -> dict[str, Any]:
+    """``{"rehearsal": True}`` in a rehearsal's points: no measured sweep resumes them."""
+    return {"rehearsal": True} if rehearsal.plan() is not None else {}
 
 
 def grid(**axes: Sequence[Any] | Any) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from lab.errors import ParameterError
+from lab.errors import ParameterError, RunStopped
 from lab.metrics import protocol
 from lab.metrics.protocol import Compared, Interleaver, Target
 from lab.metrics.stats import step_times
@@ -154,8 +154,8 @@ def run_protocol(
         else:
             try:
                 outcome = run_one(launch)
-            except ParameterError:
-                raise  # bad input is the caller's to fix, not a run that failed
+            except (ParameterError, RunStopped):
+                raise  # bad input is the caller's to fix, a stop the person's: no failed run
             except (LabError, OSError) as exc:
                 log.warning("point %r failed: %s", key, exc)
                 outcome = None

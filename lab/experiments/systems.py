@@ -7,8 +7,8 @@ implementations say so in their label.
 from __future__ import annotations
 
 import importlib.util
+import numbers
 import os
-import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,9 +18,10 @@ from lab.cluster.launchers.base import find_program
 from lab.errors import ParameterError
 from lab.experiments.kungfu import artifact as kungfu_artifact
 from lab.experiments.p3 import artifact as p3_artifact
+from lab.metrics.layout import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 MXNET_PYTHON = ".venv-mxnet/bin/python"  # make setup: env/setup_mxnet.sh
+TORCH_WORKLOAD = "lab.bench.torch_synthetic"
 # How to get a requirement that is not here, said after the reason it is missing: KungFu is
 # not on PyPI, and where github.com is unreachable make setup needs its source named
 _KUNGFU_HINT = (
@@ -28,6 +29,25 @@ _KUNGFU_HINT = (
     "commit, or from github.com when it is reachable)"
 )
 INSTALL_HINTS = {"kungfu": _KUNGFU_HINT, "exe:kungfu-run": _KUNGFU_HINT}
+# The one worker without communication whose rate × N is a system's ideal (KungFu Fig 9),
+# per workload module: the TensorFlow systems' and the PyTorch systems' own
+IDEALS = {"lab.bench.synthetic": "single", TORCH_WORKLOAD: "torch-single"}
+# A point's keys that are its workload's settings (the fields of the workload's config);
+# the rest (system, workers, cluster, a room's own keys) are the lab's.
+WORKLOAD_FLAGS = (
+    "model",
+    "batch_size",
+    "image_size",
+    "steps",
+    "warmup_steps",
+    "monitor",
+    "interval",
+    "alternate",
+    "seed",
+    "optimizer",
+    "lr",
+    "num_classes",
+)
 
 
 @dataclass(frozen=True)
@@ -69,6 +89,28 @@ class System:
                 return missing + INSTALL_HINTS.get(need, "")
         return self.check() if self.check is not None else None
 
+    def config(self, point: Mapping[str, Any]) -> Any:
+        """The point's workload config (lab.bench.config), checked: its ``WORKLOAD_FLAGS``
+        and the system's ``backend``; None for a system that runs an upstream command
+        (its script checks its own flags; the counts are checked here).
+
+        Raises:
+            ParameterError: naming the point's key (``model``, ``batch_size``, ...) and
+                what it allows, before anything is imported or started.
+        """
+        values = {k: point[k] for k in WORKLOAD_FLAGS if point.get(k) is not None}
+        if self.command is not None:
+            _check_counts(values)
+            return None
+        from lab.bench.flags import config_class
+
+        cls = config_class(self.module)
+        if cls is None:
+            raise ParameterError("system", self.name, f"a system whose {self.module} has a Config")
+        if self.backend:
+            values["backend"] = self.backend
+        return cls.from_values(values)
+
     @staticmethod
     def _missing(need: str) -> str | None:
         """Why one requirement (``System.requires``) is not met here, or None."""
@@ -85,6 +127,21 @@ class System:
         elif importlib.util.find_spec(need) is None:
             return f"Python package {need!r} is not installed"
         return None
+
+
+def horovod_torch_missing() -> str | None:
+    """Why Horovod's PyTorch API cannot run here (its ops were not built: Horovod built
+    without HOROVOD_WITH_PYTORCH), or None; read from the files, importing nothing."""
+    spec = importlib.util.find_spec("horovod")
+    if spec is None or not spec.submodule_search_locations:
+        return "Python package 'horovod' is not installed"
+    root = Path(next(iter(spec.submodule_search_locations)))
+    if not list((root / "torch").glob("mpi_lib_v2*.so")):
+        return (
+            f"Horovod at {root} was built without PyTorch (make setup rebuilds it with "
+            "HOROVOD_WITH_PYTORCH=1)"
+        )
+    return None
 
 
 SYSTEMS: dict[str, System] = {
@@ -107,6 +164,31 @@ SYSTEMS: dict[str, System] = {
             requires=("horovod", "exe:mpirun"),
         ),
         System("mwms", "TF MultiWorkerMirroredStrategy", "local", "mwms"),
+        System(
+            "torch-single",
+            "ideal, PyTorch (one worker, no communication)",
+            "local",
+            "torch-single",
+            module=TORCH_WORKLOAD,
+            requires=("torch",),
+        ),
+        System(  # Horovod's PyTorch API, as its pytorch_synthetic_benchmark.py uses it
+            "horovod-torch",
+            "Horovod PyTorch (MPI)",
+            "mpi",
+            "horovod-torch",
+            module=TORCH_WORKLOAD,
+            requires=("torch", "horovod", "exe:mpirun"),
+            check=horovod_torch_missing,
+        ),
+        System(  # in none of the papers: PyTorch's own data parallelism, for comparison
+            "torch-ddp",
+            "PyTorch DDP, beyond papers",
+            "torchrun",
+            "torch-ddp",
+            module=TORCH_WORKLOAD,
+            requires=("torch",),
+        ),
         System(
             "kungfu-sync",
             "KungFu sync SGD",
@@ -205,6 +287,26 @@ SYSTEMS: dict[str, System] = {
 }
 
 
+def uses_torch(name: str) -> bool:
+    """Whether system ``name`` trains with PyTorch (its figures' ideal is ``torch-single``)."""
+    return name in SYSTEMS and SYSTEMS[name].module == TORCH_WORKLOAD
+
+
+def ideal_of(name: str) -> str:
+    """The system whose one worker, without communication, is ``name``'s ideal rate."""
+    return IDEALS.get(get_system(name).module, "single")
+
+
+def _check_counts(values: Mapping[str, Any]) -> None:
+    """The counts an upstream script's point gives (no config of the lab's to check them)."""
+    for name, low in (("batch_size", 1), ("steps", 1), ("warmup_steps", 0)):
+        value = values.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+            raise ParameterError(name, value, f"an integer >= {low}")
+
+
 def get_system(name: str) -> System:
     try:
         return SYSTEMS[name]
@@ -242,11 +344,12 @@ def split_available(
 
 def _launcher_refuses(system: System, cluster: Any) -> str | None:
     """The launcher's own pre-launch check (e.g. horovodrun on an emulated cluster)."""
-    from lab.cluster.inventory import load_profile
-    from lab.cluster.launchers.base import Job, get_launcher
+    from lab.cluster.inventory import as_cluster
+    from lab.cluster.launchers import get_launcher
+    from lab.cluster.launchers.base import Job
     from lab.errors import LabError
 
-    c = load_profile(cluster) if isinstance(cluster, str) else cluster
+    c = as_cluster(cluster)
     job = Job(command=("true",), np=1, cluster=c, options=dict(system.options))
     try:
         get_launcher(system.launcher).check(job)
@@ -256,11 +359,7 @@ def _launcher_refuses(system: System, cluster: Any) -> str | None:
 
 
 def python_for(cluster: Any) -> str:
-    """The interpreter ranks run: this one on local and emulated clusters, else the
-    profile's ``python`` (or ``python3``)."""
-    from lab.cluster.inventory import load_profile
+    """The interpreter ranks run (lab.cluster.inventory.rank_python), else ``python3``."""
+    from lab.cluster.inventory import as_cluster, rank_python
 
-    c = load_profile(cluster) if isinstance(cluster, str) else cluster
-    if c.is_local or c.emulated:
-        return sys.executable
-    return c.python or next((h.python for h in c.hosts if h.python), None) or "python3"
+    return rank_python(as_cluster(cluster)) or "python3"

@@ -14,6 +14,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from lab.experiments.names import slug  # the name the report looks the verdict up by
+
 
 class Status(StrEnum):
     REPRODUCED = "reproduced"
@@ -43,6 +45,8 @@ class Verdict:
         precision: what the lab's number's precision rests on, in words, where ``lab_ci``
             cannot say it (e.g. "2 interleaved repeats, spread 4%"); every notebook states
             the precision it reached.
+        rehearsal: the paper-scale path run on one CPU machine: never a verdict, whatever
+            its status (a ``scale`` that names "rehearsal" says the same).
     """
 
     paper: str
@@ -59,6 +63,11 @@ class Verdict:
     why: str = ""
     runs: tuple[str, ...] = field(default_factory=tuple)
     precision: str = ""
+    rehearsal: bool = False
+
+    def is_rehearsal(self) -> bool:
+        """True for a rehearsal: it is kept apart and never shown as a verdict."""
+        return self.rehearsal or "rehearsal" in self.scale.lower()
 
     def precision_sentence(self) -> str:
         """The precision the lab's number reached ("" when nothing was measured)."""
@@ -95,6 +104,8 @@ class Verdict:
         precision = self.precision_sentence()
         if precision:
             parts.append(precision)
+        if self.is_rehearsal():
+            parts.append("A rehearsal: its status is not a verdict.")
         return " ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
@@ -106,9 +117,11 @@ class Verdict:
 
 
 def save_verdict(verdict: Verdict, directory: str | Path) -> Path:
-    """Write the verdict as JSON into ``directory`` (created) and return its path."""
-    from lab.experiments.outputs import slug  # the name the report looks the verdict up by
+    """Write the verdict as JSON into ``directory`` (created) and return its path.
 
+    A notebook's verdict goes through ``lab.experiments.conclude`` instead, which keeps it
+    per scale beside the figure drawn from the same runs, where the report reads it.
+    """
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{slug(verdict.figure)}.json"

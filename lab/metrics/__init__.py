@@ -1,11 +1,12 @@
 """What a run means: records, parsers, statistics, the results store, figures and sweeps.
 
 Ranks print records (``records``); the lab side parses them and foreign output
-(``parsers``), turns run directories into tables and summaries (``store``), estimates
-throughput, scaling efficiency and overhead with confidence intervals (``stats``), draws
-figures with the papers' published numbers beside the lab's (``figures``, ``published``)
-and runs parameter sweeps resumably (``sweep``). Names below are imported on first use,
-so importing ``lab.metrics`` costs nothing (pandas and plotly load when needed).
+(``parsers``), turns run directories into tables and summaries (``store``, which gathers
+``run_table``, ``summaries`` and ``pooled``), estimates throughput, scaling efficiency and
+overhead with confidence intervals (``stats``), draws figures with the papers' published
+numbers beside the lab's (``figures``, ``published``) and runs parameter sweeps resumably
+(``sweep``). Names below are imported on first use, so importing ``lab.metrics`` costs
+nothing (pandas and plotly load when needed).
 """
 
 from __future__ import annotations
@@ -27,13 +28,13 @@ _EXPORTS = {
     "total_throughput": "stats",
     "scaling_efficiency": "stats",
     "overhead": "stats",
-    "results_root": "store",
-    "load_run": "store",
-    "list_runs": "store",
-    "summarize_run": "store",
-    "summarize_runs": "store",
-    "aggregate_runs": "store",
-    "pool_runs": "store",
+    "results_root": "layout",
+    "load_run": "run_table",
+    "list_runs": "summaries",
+    "summarize_run": "summaries",
+    "summarize_runs": "summaries",
+    "aggregate_runs": "pooled",
+    "pool_runs": "pooled",
     "Published": "published",
     "derived_overheads": "published",
     "throughput_vs_workers": "figures",
@@ -42,6 +43,7 @@ _EXPORTS = {
     "caption": "figures",
     "runs_caption": "figures",
     "hardware_description": "figures",
+    "style": "figures",
     "Sweep": "sweep",
     "LiveFigure": "sweep",
 }

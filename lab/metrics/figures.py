@@ -1,26 +1,35 @@
 """Plotly figures that show the paper beside the lab (DESIGN.md, contract 6).
 
 Every builder takes the lab's summary table, the papers' published rows (``published=``;
-drawn as hollow markers or hatched bars, named with their source) and a ``caption`` that
-says at which scale, on which hardware and when the lab's numbers were measured. Figures
-are plain ``plotly.graph_objects.Figure`` objects: no kaleido, no widgets.
+drawn as hollow markers or hatched bars with short names, their sources in the hover text
+and a footnote) and a ``caption`` that says at which scale, on which hardware and when the
+lab's numbers were measured. Every builder, here and in the rooms, ends with ``style``
+(``lab.metrics.figure_style``): one look that reads at 900×520. Figures are plain
+``plotly.graph_objects.Figure`` objects: no kaleido, no widgets.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
+from lab.metrics.figure_style import (  # noqa: F401  (re-exported)
+    COLORS,
+    PUBLISHED_COLOR,
+    add_caption,
+    published_traces,
+    series_name,
+    style,
+)
 from lab.metrics.machine import gpu_names, hardware_description  # noqa: F401  (re-exported)
 from lab.metrics.published import to_frame
 
 log = logging.getLogger(__name__)
-
-PUBLISHED_COLOR = "#555555"
 
 
 def caption(scale: str, hardware: str | None = None, date: str | dt.date | None = None) -> str:
@@ -83,27 +92,6 @@ def _cluster_words(manifest: dict[str, Any]) -> str:
     return f"cluster '{name}': {len(hosts)} hosts ({names}), {gpus} GPUs in the profile"
 
 
-def add_caption(fig: Any, text: str | None) -> Any:
-    """Write ``text`` under the plot area (and make room for it); returns ``fig``."""
-    if not text:
-        return fig
-    fig.add_annotation(
-        text=text,
-        xref="paper",
-        yref="paper",
-        x=0,
-        y=-0.22,
-        xanchor="left",
-        yanchor="top",
-        showarrow=False,
-        align="left",
-        font={"size": 11, "color": "#444"},
-        name="caption",
-    )
-    fig.update_layout(margin={"b": 110})
-    return fig
-
-
 def _go() -> Any:
     try:
         import plotly.graph_objects as go
@@ -127,10 +115,29 @@ def _error(df: pd.DataFrame, col: str | None) -> dict[str, Any] | None:
     return {"type": "data", "array": values.fillna(0).tolist(), "visible": True}
 
 
-def _published_label(row: pd.Series, extra: Sequence[str] = ()) -> str:
-    bits = [str(row[c]) for c in ("system", *extra) if c in row and pd.notna(row[c]) and row[c]]
-    head = " ".join(dict.fromkeys(bits)) or "paper"
-    return f"{head} (published: {row['source']})"
+def published_name(row: Any, parts: Sequence[str] = ("system", "model")) -> str:
+    """A published value's legend entry: ``"KungFu · ResNet50 (paper)"`` (its source goes
+    into the hover text and the footnote, see ``style``)."""
+    bits = [str(row[c]) for c in parts if c in row and pd.notna(row[c]) and row[c]]
+    head = " · ".join(dict.fromkeys(bits)) or "paper"
+    return series_name(head)[: 40 - len(" (paper)")].rstrip() + " (paper)"
+
+
+def _color_of(system: Any, colors: dict[str, str]) -> str:
+    """The colour of the lab's series for the same system, if one was drawn."""
+    key = str(system or "").lower()
+    for label, color in colors.items():
+        if key and label.lower().startswith(key):
+            return color
+    return PUBLISHED_COLOR
+
+
+HOLLOW = {"symbol": "circle-open", "size": 12, "line": {"width": 2}}
+HATCHED = {
+    "pattern": {"shape": "/"},
+    "color": "rgba(0,0,0,0)",
+    "line": {"width": 1.5, "color": PUBLISHED_COLOR},
+}
 
 
 def throughput_vs_workers(
@@ -149,9 +156,13 @@ def throughput_vs_workers(
 ) -> Any:
     """Measured throughput against worker count, with the ideal line and the paper's points.
 
+    Published points at more than twice the lab's largest worker count go into a narrow
+    panel of their own on the right: on one axis the lab's 2-4 workers would crowd into
+    a corner beside the paper's 32.
+
     Args:
         df: one row per run or point (e.g. ``summarize_runs``): ``x``, ``y``, ``error``.
-        color: a column that splits the lines (e.g. "system").
+        color: a column that splits the lines (e.g. "system"); its values name them.
         single: single-worker throughput for the ideal line; default: per line, the
             measured value at its smallest ``x`` divided by that ``x``.
         ideal: draw ``single × N`` (a flat line when ``per_worker``).
@@ -161,18 +172,41 @@ def throughput_vs_workers(
         caption: text under the plot (see ``caption``).
     """
     go = _go()
-    fig = go.Figure()
-    for name, group in _groups(df.dropna(subset=[x, y]), color):
+    data = df.dropna(subset=[x, y])
+    pub = to_frame(published)
+    pub = pub[pub["workers"].notna()] if len(pub) else pub
+    top = float(data[x].max()) if len(data) else math.inf
+    far = pub[pub["workers"].astype(float) > 2 * top] if len(pub) else pub
+    near = pub.drop(far.index) if len(pub) else pub
+    if len(far):
+        from plotly.subplots import make_subplots
+
+        counts = sorted({int(w) for w in far["workers"]})
+        models = sorted({str(m) for m in far["model"].dropna()}) if "model" in far else []
+        side = "paper, " + "/".join(map(str, counts)) + " workers"
+        fig = make_subplots(
+            rows=1,
+            cols=2,
+            column_widths=[0.72, 0.28],
+            horizontal_spacing=0.1,
+            subplot_titles=["lab", side + (f" · {models[0]}" if len(models) == 1 else "")],
+        )
+    else:
+        fig = go.Figure()
+    colors: dict[str, str] = {}
+    for i, (name, group) in enumerate(_groups(data, color)):
         group = group.sort_values(x)
-        label = name or "lab"
+        label = series_name(name or "lab")
+        colors[label] = COLORS[i % len(COLORS)]
         fig.add_trace(
             go.Scatter(
                 x=group[x].tolist(),
                 y=group[y].tolist(),
                 error_y=_error(group, error),
                 mode="lines+markers",
-                name=f"{label} (measured)",
+                name=label,
                 legendgroup=label,
+                line={"color": colors[label]},
             )
         )
         if ideal and len(group):
@@ -187,39 +221,43 @@ def throughput_vs_workers(
                     x=xs,
                     y=ys,
                     mode="lines",
-                    line={"dash": "dash"},
-                    name=f"{label} ideal (1 worker × N)",
+                    line={"dash": "dash", "color": colors[label]},
+                    name=series_name("ideal", name or "lab"),
                     legendgroup=label,
+                    hovertemplate="%{x} workers: %{y:.4g}<extra>1 worker × N</extra>",
                 )
             )
-    pub = to_frame(published)
-    for _, row in pub.iterrows():
-        workers = row.get("workers")
-        if workers is None or pd.isna(workers):
-            continue
-        scale = 1.0 if per_worker or not row.get("per_worker") else float(workers)
-        err = row.get("error")
-        fig.add_trace(
-            go.Scatter(
+    for place, rows in ((1, near), (2, far)):
+        for _, row in rows.iterrows():
+            workers = row["workers"]
+            scale = 1.0 if per_worker or not row.get("per_worker") else float(workers)
+            err = row.get("error")
+            trace = go.Scatter(
                 x=[workers],
                 y=[float(row["value"]) * scale],
                 error_y={"type": "data", "array": [float(err) * scale]}
                 if err is not None and pd.notna(err)
                 else None,
                 mode="markers",
-                marker={"symbol": "circle-open", "size": 12, "line": {"width": 2}},
-                name=_published_label(row, ("setting",)),
+                marker={**HOLLOW, "color": _color_of(row.get("system"), colors)},
+                name=published_name(row),
                 meta={"published": True, "source": row["source"]},
             )
-        )
+            if place == 2:
+                fig.add_trace(trace, row=1, col=2)
+            else:
+                fig.add_trace(trace)
     unit = "samples/s per worker" if per_worker else "samples/s (total)"
-    fig.update_layout(
-        title=title,
-        xaxis_title="workers",
-        yaxis_title=y_title or f"throughput, {unit}",
-        template="plotly_white",
-    )
-    return add_caption(fig, caption)
+    fig.update_layout(title=title, template="plotly_white")
+    ticks = sorted({*data[x].tolist(), *(near["workers"].tolist() if len(near) else [])})
+    if len(far):
+        fig.update_xaxes(title_text="workers", tickvals=ticks, row=1, col=1)
+        fig.update_xaxes(title_text="workers", tickvals=counts, row=1, col=2)
+        fig.update_yaxes(title_text=y_title or f"throughput, {unit}", row=1, col=1)
+    else:
+        fig.update_layout(xaxis_title="workers", yaxis_title=y_title or f"throughput, {unit}")
+        fig.update_xaxes(tickvals=ticks)
+    return style(fig, caption=caption)
 
 
 def grouped_bars(
@@ -238,13 +276,17 @@ def grouped_bars(
     and ``color``/``system`` columns)."""
     go = _go()
     fig = go.Figure()
-    for name, group in _groups(df.dropna(subset=[x, y]), color):
+    colors: dict[str, str] = {}
+    for i, (name, group) in enumerate(_groups(df.dropna(subset=[x, y]), color)):
+        label = series_name(name or "lab")
+        colors[label] = COLORS[i % len(COLORS)]
         fig.add_trace(
             go.Bar(
                 x=group[x].astype(str).tolist(),
                 y=group[y].tolist(),
                 error_y=_error(group, error),
-                name=f"{name or 'lab'} (measured)",
+                name=label,
+                marker={"color": colors[label]},
             )
         )
     pub = to_frame(published)
@@ -261,12 +303,8 @@ def grouped_bars(
                     error_y={"type": "data", "array": errs.fillna(0).tolist()}
                     if errs.notna().any()
                     else None,
-                    name=f"{name or 'paper'} (published: {first['source']})",
-                    marker={
-                        "pattern": {"shape": "/"},
-                        "color": "rgba(0,0,0,0)",
-                        "line": {"width": 1.5},
-                    },
+                    name=published_name({"system": name}),
+                    marker={**HATCHED, "line": {"width": 1.5, "color": _color_of(name, colors)}},
                     meta={"published": True, "source": first["source"]},
                 )
             )
@@ -277,7 +315,7 @@ def grouped_bars(
         yaxis_title=y_title or y,
         template="plotly_white",
     )
-    return add_caption(fig, caption)
+    return style(fig, caption=caption)
 
 
 def overhead_bars(
@@ -289,27 +327,31 @@ def overhead_bars(
     caption: str | None = None,
     title: str = "Overhead",
     percent: bool = True,
+    color: str | None = None,
 ) -> Any:
     """Overhead (``1 − with/without``) per setting, measured beside published (hatched).
 
     ``published`` rows should hold overheads (``quantity="overhead"``, fractions), e.g.
-    from ``published.derived_overheads``; they are matched on their ``setting``.
+    from ``published.derived_overheads``; they are matched on their ``setting``. ``color``
+    names a column that splits the lab's bars (e.g. one per system and model), each
+    series a bar in every setting's group.
     """
     go = _go()
     k = 100.0 if percent else 1.0
     fig = go.Figure()
-    data = df.dropna(subset=[x, y])
-    err = _error(data, error)
-    if err:
-        err["array"] = [v * k for v in err["array"]]
-    fig.add_trace(
-        go.Bar(
-            x=data[x].astype(str).tolist(),
-            y=(data[y].astype(float) * k).tolist(),
-            error_y=err,
-            name="lab (measured)",
+    for i, (name, data) in enumerate(_groups(df.dropna(subset=[x, y]), color)):
+        err = _error(data, error)
+        if err:
+            err["array"] = [v * k for v in err["array"]]
+        fig.add_trace(
+            go.Bar(
+                x=data[x].astype(str).tolist(),
+                y=(data[y].astype(float) * k).tolist(),
+                error_y=err,
+                name=series_name(name or "lab"),
+                marker={"color": COLORS[i % len(COLORS)]},
+            )
         )
-    )
     pub = to_frame(published)
     if len(pub):
         col = x if x in pub.columns else "setting"
@@ -318,12 +360,8 @@ def overhead_bars(
             go.Bar(
                 x=pub[col].astype(str).tolist(),
                 y=(pub["value"].astype(float) * k).tolist(),
-                name="paper (published: " + "; ".join(sources) + ")",
-                marker={
-                    "pattern": {"shape": "/"},
-                    "color": "rgba(0,0,0,0)",
-                    "line": {"width": 1.5},
-                },
+                name="paper",
+                marker=HATCHED,
                 meta={"published": True, "source": sources},
             )
         )
@@ -334,9 +372,4 @@ def overhead_bars(
         yaxis_title="overhead, %" if percent else "overhead (fraction)",
         template="plotly_white",
     )
-    return add_caption(fig, caption)
-
-
-def published_traces(fig: Any) -> list[Any]:
-    """The traces of ``fig`` that show published numbers."""
-    return [t for t in fig.data if isinstance(t.meta, dict) and t.meta.get("published")]
+    return style(fig, caption=caption)

@@ -1,13 +1,27 @@
 """How busy each emulated host was during a window of a run: CPU as a fraction of its
 share, how often it hit its quota, and its link's use as a fraction of its bandwidth (from
-the samples lab.cluster.emulation.monitor writes into the run directory)."""
+the samples lab.cluster.emulation.monitor writes into the run directory). The file's name
+and its reader live here, below the writer, so that reading a run needs no cluster code."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from lab.errors import NothingMeasured
+
+HOSTS_FILE = "hostload.jsonl"  # hosts.jsonl is lab.cluster.emulation.hoststats's
+
+
+def read_hosts(run_dir: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(each host's share, link and veth; the samples) of a run; empty without a file."""
+    path = Path(run_dir) / HOSTS_FILE
+    if not path.is_file():
+        return {}, []
+    lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    head = lines[0].get("hosts", {}) if lines and lines[0].get("kind") == "hosts" else {}
+    return head, [x for x in lines if "host" in x]
 
 
 def utilisation(run_dir: str | Path, start: float, end: float) -> Any:
@@ -16,8 +30,6 @@ def utilisation(run_dir: str | Path, start: float, end: float) -> Any:
     CPU), ``sent_mbit``/``received_mbit`` (Mbit/s) and ``link_util`` (the busier direction,
     of its bandwidth). Shares or bandwidths that are not set give NaN utilisations."""
     import pandas as pd
-
-    from lab.cluster.emulation.monitor import read_hosts
 
     head, samples = read_hosts(run_dir)
     if not samples:

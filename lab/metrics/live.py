@@ -117,6 +117,8 @@ class MetricTrace:
     def figure(self) -> Any:
         import plotly.graph_objects as go
 
+        from lab.metrics.figure_style import series_name, style
+
         fig = go.Figure()
         with self._lock:
             items = sorted((k, list(v)) for k, v in self.points.items())
@@ -126,11 +128,11 @@ class MetricTrace:
                     x=[s for s, _ in pts],
                     y=[v for _, v in pts],
                     mode="lines",
-                    name=f"{label} · {name} · rank {rank}",
+                    name=series_name(label, name, f"rank {rank}"),
                 )
             )
-        fig.update_layout(title=self.title, xaxis_title="step", yaxis_title="value", height=320)
-        return fig
+        fig.update_layout(title=self.title, xaxis_title="step", yaxis_title="value")
+        return style(fig, height=360)
 
     def draw(self) -> None:
         """Draw the current points now (the refresher and ``on_end`` call this)."""

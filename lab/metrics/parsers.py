@@ -29,7 +29,10 @@ from lab.metrics.tags import strip_ansi
 log = logging.getLogger(__name__)
 
 SCHEMA = ("kind", "rank", "step", "samples", "seconds", "throughput", "name", "value", "source")
-KUNGFU_BASE_PORT = 10000  # kungfu-run gives the i-th local worker port 10000 + i
+# kungfu-run's default -port-range: its i-th local worker gets port 10000 + i. The lab's
+# launcher gives each job its own range and attributes lines by position in its -H list
+# (lab.cluster.launchers.kungfu.peer_ranks); a port outside this range says no local rank.
+KUNGFU_BASE_PORT, KUNGFU_END_PORT = 10000, 11000
 
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf|nan"
 
@@ -311,14 +314,16 @@ def split_tag(text: str) -> tuple[str, dict[str, Any]]:
     """Remove launcher tags in front of a line; return the rest and what the tags said.
 
     The returned context has ``tag_rank`` (a rank, or None), and for kungfu-run ``host``,
-    ``port`` and ``local_rank`` (port − 10000: the worker's index on its host, which is
-    its rank when all workers share one host).
+    ``port`` and ``local_rank`` (port − 10000 for a port in kungfu-run's default range
+    10000-11000: the worker's index on its host, which is its rank when all workers share
+    one host; None for other ports, whose rank only the launcher's -H list tells).
     """
     ctx: dict[str, Any] = {"tag_rank": None, "tagged_by": None}
     while True:
         if m := tags.KUNGFU_TAG.match(text):
             port = int(m["port"])
-            local = port - KUNGFU_BASE_PORT if port >= KUNGFU_BASE_PORT else None
+            in_default = KUNGFU_BASE_PORT <= port <= KUNGFU_END_PORT
+            local = port - KUNGFU_BASE_PORT if in_default else None
             ctx.update(
                 host=m["host"], port=port, stream=m["stream"], local_rank=local, tagged_by="kungfu"
             )

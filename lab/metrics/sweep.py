@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from lab.errors import RunStopped
 from lab.metrics import store
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,12 @@ def _canon(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return json.dumps(value, sort_keys=True, default=str)
+
+
+def identity(params: Mapping[str, Any], names: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """What two points must share to be the same point: ``names``' values, compared as
+    ``_canon`` makes them (4 == 4.0; a name a point lacks is None)."""
+    return tuple((n, _canon(params.get(n))) for n in names)
 
 
 def _run_dir_of(result: Any) -> Path | None:
@@ -67,6 +74,8 @@ class Sweep:
             the sweep, as a batch run must; otherwise it is logged and the sweep goes on.
         retries: run a failed point again up to this many times (a transient start-up
             failure of an engine on a busy machine); each attempt keeps its run directory.
+        raises: exceptions of ``run_point`` that end the sweep instead of failing the
+            point (a bad point, which no later point would fix).
     """
 
     def __init__(
@@ -82,6 +91,7 @@ class Sweep:
         progress: bool = True,
         strict: bool = False,
         retries: int = 0,
+        raises: tuple[type[BaseException], ...] = (),
     ) -> None:
         self.experiment = experiment
         self.points = [dict(p) for p in points]
@@ -94,6 +104,7 @@ class Sweep:
         self.progress = progress
         self.strict = strict
         self.retries = retries
+        self.raises = raises
         self.rows: list[dict[str, Any]] = []
 
     def identity(
@@ -103,7 +114,7 @@ class Sweep:
         if callable(self.key):
             return self.key(params)
         names = list(self.key) if self.key is not None else sorted((like or params).keys())
-        return tuple((n, _canon(params.get(n))) for n in names)
+        return identity(params, names)
 
     def find_done(self, point: Mapping[str, Any]) -> Path | None:
         """The newest succeeded run directory whose manifest params match ``point``."""
@@ -160,9 +171,9 @@ class Sweep:
     def run(self, rerun: bool = False) -> pd.DataFrame:
         """Run every point (skipping finished ones unless ``rerun``); return the summary.
 
-        The experiment's ``summary.parquet``/``.csv`` are rewritten from the run
-        directories at the end, with this sweep's failures that left no run directory
-        appended (their ``error`` column says why).
+        The experiment's ``summary.parquet``/``.csv`` are written anew from the run
+        directories at the end (a new version; the one before is kept), with this sweep's
+        failures that left no run directory appended (their ``error`` column says why).
         """
         from tqdm.auto import tqdm
 
@@ -215,8 +226,8 @@ class Sweep:
     def _run_one(self, point: dict[str, Any]) -> dict[str, Any]:
         try:
             result = self.run_point(dict(point))
-        except KeyboardInterrupt:
-            raise
+        except (KeyboardInterrupt, RunStopped, *self.raises):
+            raise  # a person ended the sweep, or a bad point: no retry, no next point
         except Exception as exc:
             text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             log.warning("%s: point %s failed: %s", self.experiment, point, text)

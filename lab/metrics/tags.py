@@ -22,6 +22,9 @@ OPENMPI_TAG = re.compile(
     r"^\[(?P<job>\d+),(?P<rank>\d+)\]<(?P<stream>stdout|stderr|stddiag)>: ?(?P<text>.*)$",
     re.DOTALL,
 )
+# The same tag over a block of lines (each ended by \n), every line matched, tagged or
+# not: (tag, rank, stream, text), tag and rank empty for an untagged line.
+OPENMPI_LINES = re.compile(r"^(\[\d+,(\d+)\]<(stdout|stderr|stddiag)>: ?)?(.*)\n", re.MULTILINE)
 MPICH_TAG = re.compile(r"^\[(?P<rank>\d+)\] (?P<text>.*)$", re.DOTALL)
 HOROVODRUN_TAG = re.compile(
     r"^\[(?P<rank>\d+)\]<(?P<stream>stdout|stderr)>:(?P<text>.*)$", re.DOTALL

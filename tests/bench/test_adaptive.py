@@ -117,8 +117,11 @@ def test_arms_parse_and_alternate_their_order_seed_by_seed() -> None:
 
 
 def test_the_flags_give_one_arm_or_the_listed_ones(capsys) -> None:
-    assert parse_args(["--policy", "fixed", "--batch-size", "64"]).arms == [("fixed", 64)]
-    assert parse_args(["--arms", "fixed:8,adaptive:8"]).arms == [("fixed", 8), ("adaptive", 8)]
+    assert parse_args(["--policy", "fixed", "--batch-size", "64"]).arm_list == [("fixed", 64)]
+    assert parse_args(["--arms", "fixed:8,adaptive:8"]).arm_list == [
+        ("fixed", 8),
+        ("adaptive", 8),
+    ]
     with pytest.raises(SystemExit):  # an adaptive arm above the cap: refused before any rank
         parse_args(["--arms", "adaptive:2048", "--max-batch-size", "1024"])
     assert "max-batch" in capsys.readouterr().err

@@ -25,7 +25,7 @@ def test_bad_block_or_step_is_refused() -> None:
 
 def test_only_a_monitoring_kungfu_run_may_alternate() -> None:
     ok = synthetic.Config(backend="kungfu-monitor", monitor="variance", alternate=3)
-    synthetic.check_config(ok)
+    ok.checked()
     assert "--alternate" in ok.to_argv()
     for bad in (
         synthetic.Config(backend="kungfu-monitor", monitor="none", alternate=3),
@@ -33,4 +33,4 @@ def test_only_a_monitoring_kungfu_run_may_alternate() -> None:
         synthetic.Config(backend="kungfu-monitor", monitor="variance", alternate=-1),
     ):
         with pytest.raises(ParameterError, match="alternate"):
-            synthetic.check_config(bad)
+            bad.checked()

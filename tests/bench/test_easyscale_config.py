@@ -60,10 +60,44 @@ def test_device_settings_refuse_a_process_that_already_loaded_torch(monkeypatch)
         apply_env({"OMP_NUM_THREADS": "1"})
 
 
-def test_argv_round_trips_through_the_cli_parser() -> None:
-    from lab.bench.easyscale.__main__ import _parser, config_from_args
-
+def test_argv_round_trips_through_the_rank_parser() -> None:
+    """The rank reads its process count from WORLD_SIZE: no flag carries it."""
     cfg = Config(ests=4, processes=3, placement="2,1,1", level="D1+D2", digest=True, steps=7)
     cfg = cfg.with_(devices=(parse_device("a:2:native"), *[parse_device("b:1:avx2")] * 2))
-    again = config_from_args(_parser().parse_args(cfg.argv()), 3)
-    assert again == cfg.checked()
+    argv = cfg.to_argv()
+    assert argv[argv.index("--devices") + 1] == "a:2:native,b:1:avx2,b:1:avx2"
+    assert not any("processes" in a for a in argv)
+    assert Config.from_argv(argv, {"WORLD_SIZE": "3"}) == cfg.checked()
+    with pytest.raises(ParameterError) as err:  # three counts, but one process
+        Config.from_argv(argv)
+    assert err.value.name == "--placement"
+
+
+@pytest.mark.parametrize(
+    ("values", "name", "allowed"),
+    [
+        ({"devices": "fast:2:native,slow:0:avx2"}, "devices", "THREADS >= 1"),
+        ({"devices": ["fast:2:native", "slow"]}, "devices", "NAME:THREADS:ISA"),
+        ({"steps": "five"}, "steps", "an integer"),
+        ({"level": "D3"}, "level", "D1+D2"),
+        ({"processes": 2, "devices": "a:1:native,b:1:native,c:1:native"}, "devices", "np=2"),
+    ],
+)
+def test_the_lab_hears_the_field(values: dict, name: str, allowed: str) -> None:
+    with pytest.raises(ParameterError) as err:
+        Config.from_values(values)
+    assert err.value.name == name and allowed in err.value.allowed
+
+
+def test_a_stage_command_is_checked_with_the_launch_world_size() -> None:
+    """lab.bench.flags parses an EasyScale command as its ranks will, WORLD_SIZE = np."""
+    from lab.bench.flags import check_argv, parse_command, ranks_env
+
+    cmd = Config.from_values({"processes": 3, "placement": "2,1,1"}).command(sys.executable)
+    assert parse_command(cmd, ranks_env(3)) == Config(processes=3, placement="2,1,1")
+    with pytest.raises(ParameterError) as err:
+        check_argv(cmd, ranks_env(2))
+    assert err.value.name == "--placement"
+    with pytest.raises(ParameterError) as err:
+        check_argv([*cmd, "--devices", "fast:two:native"], ranks_env(3))
+    assert err.value.name == "--devices"

@@ -25,10 +25,8 @@ def test_bad_device_or_model_is_refused(fields: dict, name: str) -> None:
 
 
 def test_device_and_model_round_trip_through_the_cli() -> None:
-    from lab.bench.easyscale.__main__ import _parser, config_from_args
-
     cfg = Config(device="cuda", model="resnet50", image_size=224, dataset_size=64, batch_size=4)
-    assert config_from_args(_parser().parse_args(cfg.argv()), 1) == cfg.checked()
+    assert Config.from_argv(cfg.to_argv(), {"WORLD_SIZE": "1"}) == cfg.checked()
 
 
 def test_d1_on_cuda_sets_cublas_fixed_order_workspace() -> None:

@@ -113,6 +113,6 @@ def test_config_round_trips_through_argv_and_is_checked_without_parsing():
     cfg = synthetic.parse_args(["--model", "MobileNetV2", "--image-size", "64", "--steps", "3"])
     assert synthetic.parse_args(cfg.to_argv()) == cfg
     with pytest.raises(ParameterError, match="backend"):
-        synthetic.check_config(synthetic.Config(backend="mpi"))
+        synthetic.Config(backend="mpi").checked()
     with pytest.raises(ParameterError, match="image-size"):
-        synthetic.check_config(synthetic.Config(model="InceptionV3", image_size=64))
+        synthetic.Config(model="InceptionV3", image_size=64).checked()

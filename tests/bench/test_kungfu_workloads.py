@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import math
 
+import kungfu_crosscheck as crosscheck
 import pytest
 
 from lab.bench import kungfu_elastic, kungfu_regression
 from lab.errors import ParameterError
-from lab.experiments.kungfu import crosscheck
 
 
 def test_schedule_parses_and_refuses_nonsense():

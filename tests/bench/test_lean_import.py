@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from lab.bench.backends import common
-from lab.cluster.launch import RANK_ENV_DEFAULTS
+from lab.cluster.request import RANK_ENV_DEFAULTS
 
 PROBE = """
 import json, sys

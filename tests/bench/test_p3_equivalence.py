@@ -67,13 +67,14 @@ def test_every_schedule_is_plain_sgd_on_summed_gradients(schedule: str, tmp_path
         batch_size=8,
         steps=STEPS,
         warmup_steps=0,
-        slice_elements=100,  # many slices on a tiny model
-        big_bound=500,  # and the baseline's split of big tensors
+        slice_elements=100,  # many slices on a tiny model, each one message with its header
+        big_bound=500,  # and the baseline's split of big tensors, whose payloads of more
+        # than slice_elements follow their header as a message of their own
         lr=0.05,
         dump=str(tmp_path / "params"),
     ).check(WORLD)
     result = launch(
-        cfg.argv(),
+        cfg.command(),
         np=WORLD,
         launcher="local",
         cluster="local",

@@ -99,7 +99,7 @@ def test_bad_settings_name_their_parameter(changes: dict, hosts: int, name: str)
 
 def test_argv_round_trips_the_settings() -> None:
     cfg = P3Config(schedule="slicing", slice_elements=50_000, servers=2)
-    argv = cfg.check(2).argv("py")
+    argv = cfg.check(2).command("py")
     assert argv[:3] == ["py", "-m", "lab.bench.p3"]
     flags = dict(zip(argv[3::2], argv[4::2], strict=True))
     assert flags["--schedule"] == "slicing" and flags["--slice-elements"] == "50000"
@@ -117,6 +117,6 @@ def test_closing_a_worker_and_a_server_ends_their_threads() -> None:
     worker.queue.put((0, 0, 0, 0, None))  # one message still queued when close() is called
     worker.close()
     server.close()
-    threads = [worker.sender.thread, server.thread, server.sender.thread]
+    threads = [worker.sender.thread, server.sender.thread]
     assert not any(t.is_alive() for t in threads)
     assert sent == [(0, 0, 0, 0, None)]  # drained, not dropped

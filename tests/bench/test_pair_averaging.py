@@ -58,8 +58,8 @@ def test_regression_sgd_alone_reaches_the_noise_floor() -> None:
 
 
 def test_flags_are_checked_and_regression_needs_no_model() -> None:
-    cfg, opts = parse_args(["--task", "regression", "--mode", "sync", "--model", "nonsense"])
-    assert (cfg.model, cfg.backend, opts.mode) == ("linear", "mpi-allreduce", "sync")
+    cfg = parse_args(["--task", "regression", "--mode", "sync", "--model", "nonsense"])
+    assert (cfg.model, cfg.backend, cfg.mode) == ("linear", "mpi-allreduce", "sync")
     out = subprocess.run(
         [sys.executable, "-m", "lab.bench.pair_averaging", "--batch-size", "0"],
         capture_output=True,

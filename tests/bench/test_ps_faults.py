@@ -88,4 +88,4 @@ def test_checkpoint_flags_are_checked() -> None:
                                 "--checkpoint-dir", "/tmp/x", "--chief-grace", "5"])  # fmt: skip
     assert (cfg.checkpoint_every, cfg.chief_grace) == (10, 5.0)
     with pytest.raises(ParameterError):
-        synthetic._config(synthetic._parser().parse_args(["--chief-grace", "-1"]))
+        synthetic.Config.from_argv(["--chief-grace", "-1"])

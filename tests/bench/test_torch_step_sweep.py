@@ -33,7 +33,7 @@ def test_windowed_median_pools_visits_and_ignores_a_burst() -> None:
 
 def test_flags_are_lists_and_checked_before_launch() -> None:
     ns = parse_args(["--image-sizes", "32,48", "--micro-batches", "1,2,4", "--threads", "2,1"])
-    assert ns.image_sizes == [32, 48] and ns.micro_batches == [1, 2, 4] and ns.threads == [2, 1]
+    assert ns.image_sizes == (32, 48) and ns.micro_batches == (1, 2, 4) and ns.threads == (2, 1)
     assert ns.allocator == "keep"  # the stand-ins' default: freed blocks kept, as on a GPU
     check_argv([*MODULE, "--image-sizes", "32"])
     for bad in (

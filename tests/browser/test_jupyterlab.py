@@ -48,7 +48,7 @@ def test_two_rank_run_in_jupyterlab(lab_server, browser_page) -> None:
     assert traces.count() == 2  # one line per rank
 
 
-def test_stop_button_ends_the_run(lab_server, browser_page) -> None:
+def test_stop_button_ends_the_run(lab_server, browser_page, tmp_path) -> None:
     page = browser_page
     page.set_default_timeout(60_000)
     page.goto(lab_server.url("lab/tree/stop_run.ipynb"))
@@ -64,3 +64,8 @@ def test_stop_button_ends_the_run(lab_server, browser_page) -> None:
     page.get_by_text("run state: cancelled").wait_for(timeout=120_000)
     page.locator(".distlab-status").get_by_text("cancelled").first.wait_for(state="visible")
     assert "rank 0 says hello 999" not in view.locator(".distlab-log").first.inner_text()
+    # the reason first, in words; the signal that ended the ranks folded under it
+    headline = page.locator(".distlab-status b").first
+    assert headline.inner_text() == "stopped from the view (cancelled)"
+    assert "-15" not in headline.inner_text()
+    page.screenshot(path=str(tmp_path / "after-stop.png"), full_page=True)

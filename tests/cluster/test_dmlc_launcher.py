@@ -105,9 +105,10 @@ def test_bad_workload_flags_fail_before_launch(flags: list, text: str, tmp_path:
 @pytest.mark.slow
 def test_two_workers_train_and_every_process_ends(probe, tmp_path: Path) -> None:
     needs_mxnet()
+    # no root_port: the launcher takes a free one for this job
     result = launch([*WORKLOAD, *SMALL], np=2, launcher="dmlc", cluster=TWO_HOSTS,
-                    options={"root_port": free_port()}, env={"OMP_NUM_THREADS": "1"},
-                    results_root=tmp_path, view=None, timeout=120)  # fmt: skip
+                    env={"OMP_NUM_THREADS": "1"}, results_root=tmp_path, view=None,
+                    timeout=120)  # fmt: skip
     assert result.ok, result.reason
     # two workers, a server on each worker host, the scheduler: all ended by themselves
     assert result.rank_exit_codes == {0: 0, 1: 0, 2: 0, 3: 0, 4: 0}

@@ -17,7 +17,7 @@ import pytest
 from lab.cluster import emulation, launch
 from lab.cluster.emulation import netns, state
 from lab.cluster.inventory import Cluster, Host, allocate
-from lab.cluster.launchers.base import Job
+from lab.cluster.launchers.base import Job, find_program
 from lab.cluster.launchers.horovod import HorovodLauncher
 from lab.cluster.launchers.mpi import MpiLauncher
 from lab.errors import LaunchError
@@ -165,7 +165,7 @@ def test_mpich_is_refused_on_emulated_clusters():
 
 
 def test_horovodrun_is_refused_on_emulated_clusters_naming_the_alternative(tmp_path):
-    with pytest.raises(LaunchError, match=r"StrictHostKeyChecking=no.*launcher='mpi'"):
+    with pytest.raises(LaunchError, match=r"rendezvous.*launcher='mpi'"):
         HorovodLauncher().check(emulated_job())
     # Through launch(), before anything is created (no root needed to get this far).
     with pytest.raises(LaunchError, match="launcher='mpi'"):
@@ -174,7 +174,58 @@ def test_horovodrun_is_refused_on_emulated_clusters_naming_the_alternative(tmp_p
     assert not (tmp_path / "runs").exists()
 
 
+def test_horovodrun_gets_the_labs_ssh():
+    """horovodrun's own ssh turns host-key checking off; it runs the run's ``ssh`` (first on
+    its PATH) instead, which checks keys (here: against the emulation's own known_hosts)."""
+    job = emulated_job(ssh_bin="/r/run-1/bin")
+    (spec,) = HorovodLauncher().build(job, allocate(job.cluster, 2))
+    assert spec.env["PATH"].startswith("/r/run-1/bin" + os.pathsep)
+    assert spec.argv[spec.argv.index("-H") + 1] == "10.231.7.1:1,10.231.7.2:1"
+
+
 # ---------------------------------------------------------------- real runs (root)
+
+
+@needs_root
+@needs_sshd
+@pytest.mark.root
+@pytest.mark.timeout(120)
+def test_horovodrun_to_a_host_whose_key_is_not_known_is_refused_before_any_rank(
+    tmp_path, monkeypatch
+):
+    """The emulated hosts' key is taken out of the emulation's known_hosts once its sshds
+    are up: horovodrun's probe (through the run's ssh) fails on host-key verification, and
+    no rank ever starts. (horovod runs are refused on emulated clusters for Gloo's
+    rendezvous, which is beside the point here: that refusal is lifted for this test.)"""
+    if find_program("horovodrun") is None:
+        pytest.skip("no horovodrun")
+    from lab.cluster.emulation import sshd
+    from lab.cluster.launchers import horovod
+
+    monkeypatch.setattr(horovod, "refuse_emulated", lambda job: None)
+
+    real_start = sshd.start
+
+    def start_then_forget_keys(*args, **kwargs):
+        options = real_start(*args, **kwargs)
+        known = next(o for o in options if o.startswith("UserKnownHostsFile="))
+        Path(known.partition("=")[2]).write_text("")
+        return options
+
+    monkeypatch.setattr(sshd, "start", start_then_forget_keys)
+    marker = tmp_path / "a-rank-ran"
+    result = launch(
+        [sys.executable, "-c", f"open({str(marker)!r}, 'w').close()"], np=2,
+        launcher="horovod", cluster=profile(tmp_path), results_root=tmp_path, view=None,
+        timeout=90, check=False,
+    )  # fmt: skip
+    said = (result.run_dir / "launcher.log").read_text()
+    assert not result.ok and result.state.value == "failed"
+    assert "Host key verification failed" in said, said[-2000:]
+    assert not marker.exists()
+    wrapper = (result.run_dir / "bin" / "ssh").read_text()
+    assert "StrictHostKeyChecking=yes" in wrapper
+    assert_nothing_left(tag_of(result.run_dir), [])
 
 
 @needs_root

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from lab.cluster import emulation
-from lab.cluster.emulation import lifecycle, netns, shaping, spec, state
+from lab.cluster.emulation import cgroups, lifecycle, netns, shaping, spec, state
 from lab.cluster.inventory import Cluster, Host, load_profile, resolve_cluster
 from lab.errors import LaunchError, ParameterError
 from lab.metrics.records import parse_record
@@ -371,6 +371,20 @@ def test_pinned_subnet_in_use_fails_clearly() -> None:
     assert leftovers(up.extra["emulation"]["tag"]) == {}
 
 
+@needs_root
+@pytest.mark.root
+@pytest.mark.timeout(60)
+def test_a_tag_in_use_is_never_drawn_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second cluster with a live cluster's tag would remove that cluster's hosts when it
+    failed: a drawn tag that any namespace, link, cgroup or record carries is drawn again."""
+    with emulation.prepare(load_profile("emulated-2")) as up:
+        taken = up.extra["emulation"]["tag"]
+        draws = iter([taken, "0f0f0f"])
+        monkeypatch.setattr(state, "new_tag", lambda: next(draws))
+        assert lifecycle._free_tag(cgroups.detect()) == "0f0f0f"
+    assert leftovers(taken) == {}
+
+
 HOLDER = """
 import pathlib, subprocess, sys, time
 from lab.cluster import emulation
@@ -387,7 +401,9 @@ with emulation.prepare(load_profile("emulated-2")) as up:
 @needs_root
 @pytest.mark.root
 @pytest.mark.timeout(90)
-def test_kill9_leaves_stale_objects_that_the_next_start_removes() -> None:
+def test_kill9_of_lab_and_keeper_leaves_stale_objects_that_the_next_start_removes() -> None:
+    """The keeper removes a killed lab's cluster (tests/cluster/test_emulation_kill9.py);
+    with the keeper killed first, the next start does."""
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER], cwd=REPO, stdout=subprocess.PIPE, text=True
     )
@@ -395,6 +411,11 @@ def test_kill9_leaves_stale_objects_that_the_next_start_removes() -> None:
     try:
         assert holder.stdout is not None
         tag, rank_pid = holder.stdout.readline().split()
+        rec = next(r for r in state.records() if r.tag == tag)
+        assert rec.keeper_pid is not None and rec.keeper_alive()
+        os.kill(rec.keeper_pid, signal.SIGKILL)
+        while rec.keeper_alive():
+            time.sleep(0.05)
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait(timeout=10)
         stale = leftovers(tag)

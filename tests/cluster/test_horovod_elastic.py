@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from lab.cluster.inventory import allocate, local_cluster
-from lab.cluster.launchers.base import Job, get_launcher
+from lab.cluster.launchers import get_launcher
+from lab.cluster.launchers.base import Job
 from lab.errors import ParameterError
 
 
@@ -28,6 +29,7 @@ def test_elastic_argv_has_bounds_script_and_no_host_list(tmp_path) -> None:
     assert argv[argv.index("--host-discovery-script") + 1] == job.options["discovery_script"]
     assert "-H" not in argv and "--gloo" in argv
     assert argv[argv.index("--network-interfaces") + 1] == "lo"
+    assert spec.env["LAB_HOROVOD_BIND"] == "127.0.0.1"  # loopback only: servers there too
     assert argv[-3:] == ["python", "-m", "w"]
     assert spec.ranks == (0, 1, 2, 3)
     assert launcher.demux(spec, "stdout", "[3]<stdout>:hello").rank == 3

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from lab.cluster.inventory import (
     Cluster,
     Host,
     allocate,
+    as_cluster,
     cluster_from_dict,
     load_profile,
     local_cluster,
@@ -160,6 +163,18 @@ def test_resolve_cluster_takes_one_source() -> None:
         resolve_cluster(hosts="a:1", cluster="example")
 
 
+def test_as_cluster_keeps_a_cluster_and_loads_a_name_or_path(tmp_path) -> None:
+    mine = Cluster(name="mine", hosts=parse_hosts("a:2"))
+    assert as_cluster(mine) is mine
+    assert [h.name for h in as_cluster("example").hosts] == ["node1", "node2"]
+    p = tmp_path / "two.yaml"
+    p.write_text("hosts: 'x:1,y:1'\n")
+    assert as_cluster(p).name == "two" and as_cluster(p).slots == 2
+    assert as_cluster(None).is_local and as_cluster("local").is_local
+    with pytest.raises(HostSpecError, match="not found"):
+        as_cluster("no-such-cluster")
+
+
 def test_host_string_round_trips() -> None:
     c = Cluster("c", parse_hosts("a:2,b:3"))
     assert c.host_string() == "a:2,b:3"
@@ -201,3 +216,35 @@ def test_profile_check_agrees_with_jsonschema(data) -> None:
 
     reference = jsonschema.Draft202012Validator(PROFILE_SCHEMA)
     assert (check(data, PROFILE_SCHEMA) == []) == reference.is_valid(data)
+
+
+@pytest.mark.parametrize(
+    ("host", "key"),
+    [
+        ({"name": "node1;touch /tmp/x"}, "hosts[0].name"),
+        ({"name": "-oProxyCommand=sh"}, "hosts[0].name"),
+        ({"name": "node 1"}, "hosts[0].name"),
+        ({"name": "node1", "address": "10.0.0.1 $(id)"}, "hosts[0].address"),
+        ({"name": "node1", "address": "-p1"}, "hosts[0].address"),
+    ],
+)
+def test_profile_host_names_and_addresses_are_checked_as_host_strings(host, key) -> None:
+    with pytest.raises(HostSpecError, match=rf"{re.escape(key)} .* is not a host name"):
+        cluster_from_dict({"hosts": [host]}, "p")
+
+
+def test_host_strings_may_not_start_with_a_dash() -> None:
+    with pytest.raises(HostSpecError, match="is not 'name:slots'"):
+        parse_hosts("-oProxyCommand=x:1")
+
+
+def test_an_emulation_record_with_dot_dot_in_a_cgroup_is_not_ours() -> None:
+    from lab.cluster.emulation.state import Record, cgroup_dir
+
+    base = f"/sys/fs/cgroup/{cgroup_dir('abc123')}"
+    ok = Record(tag="abc123", subnet="10.9.0.0/24", cgroups=[f"{base}/h1", base])
+    assert ok.names_are_ours()
+    escaped = Record(tag="abc123", subnet="10.9.0.0/24", cgroups=[f"{base}/../../user.slice"])
+    assert not escaped.names_are_ours()
+    relative = Record(tag="abc123", subnet="10.9.0.0/24", cgroups=[f"x/{cgroup_dir('abc123')}"])
+    assert not relative.names_are_ours()

@@ -30,8 +30,23 @@ def specs_for(hosts: tuple[Host, ...], np: int, **options):
 
 @pytest.fixture(scope="module")
 def one_host_spec():
-    (spec,) = specs_for((Host("localhost", slots=4),), 4)
+    """The recorded output's job: kungfu-run's default ports, 10000 upward."""
+    (spec,) = specs_for((Host("localhost", slots=4),), 4, port_range="10000-11000")
     return spec
+
+
+def test_a_job_on_its_own_ports_is_demultiplexed_by_position():
+    """A job's free block (here from 24001) numbers peers from its start, host by host."""
+    hosts = (Host("a", slots=2, address="10.0.0.1"), Host("b", slots=2, address="10.0.0.2"))
+    first, second = specs_for(hosts, 4, port_range="24001-24002")
+    launcher = KungFuLauncher()
+    assert launcher.demux(second, "stdout", "[10.0.0.2.24002::stderr] x") == Line(3, "stderr", "x")
+    assert launcher.demux(first, "stdout", "[10.0.0.1.24001::stdout] y") == Line(0, "stdout", "y")
+    assert launcher.demux(first, "stdout", "[10.0.0.1.10000::stdout] z").rank is None
+    (free,) = specs_for((Host("localhost", slots=2),), 2)  # no option: a free block
+    begin = int(free.argv[free.argv.index("-port-range") + 1].split("-")[0])
+    line = launcher.demux(free, "stdout", f"[127.0.0.1.{begin + 1}::stdout] w")
+    assert line == Line(1, "stdout", "w")
 
 
 def test_recorded_output_every_line_goes_to_its_rank(one_host_spec):

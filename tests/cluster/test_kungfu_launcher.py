@@ -29,11 +29,10 @@ def test_logdir_goes_into_the_run_directory(tmp_path):
     assert "-q" in argv and argv[-2:] == list(CMD)
 
 
-def test_remote_hosts_log_under_their_temp_dir(tmp_path):
+def test_remote_hosts_log_under_their_working_directory_not_a_shared_tmp(tmp_path):
     first, _ = specs(4, A, B, run_dir=str(tmp_path / "20250101-000000-abcdef"))
     logdir = first.argv[list(first.argv).index("-logdir") + 1]
-    assert logdir.endswith("distlab-kungfu/20250101-000000-abcdef/a")
-    assert not logdir.startswith(str(tmp_path))
+    assert logdir == "distlab-runs/20250101-000000-abcdef/kungfu/a"  # relative: the workdir
 
 
 def test_quiet_and_monitoring_are_options():
@@ -45,7 +44,7 @@ def test_quiet_and_monitoring_are_options():
 
 
 def test_elastic_one_host_lists_capacity_and_serves_its_config():
-    (spec,) = specs(1, elastic=True, max_np=2, config_port=9200)
+    (spec,) = specs(1, elastic=True, max_np=2, config_port=9200, port_range="10000-10001")
     argv = list(spec.argv)
     assert argv[:5] == [KF, "-np", "1", "-H", "127.0.0.1:2"]
     tail = argv[argv.index("-w") :]
@@ -66,9 +65,17 @@ def test_elastic_two_hosts_one_config_server_on_the_first():
     first, second = specs(1, A, B, elastic=True, max_np=3)
     assert all("-H" in s.argv and "10.0.0.1:2,10.0.0.2:1" in s.argv for s in (first, second))
     assert "-builtin-config-port" in first.argv and "-builtin-config-port" not in second.argv
-    assert "http://10.0.0.1:9100/config" in second.argv
+    port = first.argv[first.argv.index("-builtin-config-port") + 1]
+    assert f"http://10.0.0.1:{port}/config" in second.argv
+    assert f"http://10.0.0.1:{port}/config" in first.argv
     assert (first.ranks, second.ranks) == ((0, 1), (2,))
     assert second.argv[second.argv.index("-self") + 1] == "10.0.0.2"
+    # a peer a resize adds on b, which had none, takes KungFu's own 10000 (growOne)
+    begin = int(second.argv[second.argv.index("-port-range") + 1].split("-")[0])
+    launcher = KungFuLauncher()
+    for port in (begin, 10000):
+        line = launcher.demux(second, "stdout", f"[10.0.0.2.{port}::stdout] x")
+        assert line == Line(2, "stdout", "x")
 
 
 @pytest.mark.parametrize(

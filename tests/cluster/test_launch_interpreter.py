@@ -6,7 +6,7 @@ import sys
 
 from lab.cluster import launch
 from lab.cluster.inventory import Cluster, Host
-from lab.cluster.launch import _with_interpreter
+from lab.cluster.launching import with_interpreter
 from lab.metrics import load_run
 
 
@@ -27,11 +27,11 @@ def test_local_ranks_run_this_interpreter(monkeypatch) -> None:
 
 def test_remote_profiles_use_their_python_and_other_commands_stay() -> None:
     remote = Cluster("gpu", (Host("node1", slots=4),), python="/opt/distlab/.venv/bin/python")
-    assert _with_interpreter(("python3", "-m", "x"), remote) == (
+    assert with_interpreter(("python3", "-m", "x"), remote) == (
         "/opt/distlab/.venv/bin/python",
         "-m",
         "x",
     )
     bare = Cluster("gpu", (Host("node1", slots=4),))
-    assert _with_interpreter(("python", "x.py"), bare) == ("python", "x.py")
-    assert _with_interpreter(("/usr/bin/env", "python"), remote) == ("/usr/bin/env", "python")
+    assert with_interpreter(("python", "x.py"), bare) == ("python", "x.py")
+    assert with_interpreter(("/usr/bin/env", "python"), remote) == ("/usr/bin/env", "python")

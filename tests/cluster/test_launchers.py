@@ -4,6 +4,7 @@ built)."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -28,6 +29,7 @@ from lab.cluster.launchers.local import LocalLauncher
 from lab.cluster.launchers.mpi import MpiLauncher, detect_mpi_flavor
 from lab.cluster.launchers.ps import ParameterServerLauncher
 from lab.cluster.launchers.torchrun import TorchrunLauncher
+from lab.cluster.ports import HIGH, LOW
 from lab.errors import HostSpecError, LaunchError, ParameterError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -149,7 +151,7 @@ GG = f"10.0.0.1,10.0.0.1,{G2.reach_address},{G2.reach_address}"
     "job, expected",
     [
         (
-            make_job(2),
+            make_job(2, master_port=29500),
             [
                 ("localhost", rank_env(0, 2, 0, 2, 0, 1, "127.0.0.1", addrs=LOCAL2)),
                 ("localhost", rank_env(1, 2, 1, 2, 0, 1, "127.0.0.1", addrs=LOCAL2)),
@@ -164,7 +166,7 @@ GG = f"10.0.0.1,10.0.0.1,{G2.reach_address},{G2.reach_address}"
             ],
         ),
         (
-            make_job(4, G1, G2),
+            make_job(4, G1, G2, master_port=29500),
             [
                 (
                     "g1",
@@ -266,7 +268,8 @@ OMPI_ENV = ["-x", "PYTHONUNBUFFERED=1", "-x", "A=1"]
             make_job(3, H1, H2, flavor="openmpi"),
             False,
             ["-np", "3", "-H", "h1:2,h2:1", "--bind-to", "none", "--map-by", "slot",
-             "--tag-output", *OMPI_ENV, *CMD],
+             "--tag-output", "--prtemca", "plm_ssh_agent", "ssh -o StrictHostKeyChecking=yes",
+             *OMPI_ENV, *CMD],
         ),
         (
             make_job(4, G1, G2, flavor="mpich"),
@@ -384,7 +387,12 @@ HVD = ["horovodrun-under-test", "-np"]
 @pytest.mark.parametrize(
     "job, as_root, argv",
     [
-        (make_job(2), False, ["2", "-H", "localhost:2", "--disable-cache", "--gloo", *CMD]),
+        (
+            make_job(2),
+            False,
+            ["2", "-H", "localhost:2", "--disable-cache", "--gloo", "--network-interfaces", "lo",
+             *CMD],
+        ),
         (
             make_job(3, H1, H2, controller="gloo", nic="eth0"),
             True,
@@ -402,7 +410,7 @@ HVD = ["horovodrun-under-test", "-np"]
             True,
             ["2", "-H", "localhost:2", "--disable-cache", "--mpi",
              "--binding-args=--bind-to none --map-by slot", "--mpi-args=--allow-run-as-root",
-             *CMD],
+             "--network-interfaces", "lo", *CMD],
         ),
     ],
     ids=["gloo-local", "gloo-two-hosts-nic", "mpi-user", "mpi-root"],
@@ -410,6 +418,8 @@ HVD = ["horovodrun-under-test", "-np"]
 def test_horovod_argv(job, as_root, argv):
     (spec,) = build(HorovodLauncher(program="horovodrun-under-test", as_root=as_root), job)
     assert list(spec.argv) == HVD + argv
+    local = all(h.is_local for h in job.cluster.hosts)
+    assert spec.env.get("LAB_HOROVOD_BIND") == ("127.0.0.1" if local else None)
     assert spec.role == "launcher" and spec.host.is_local and spec.ranks == tuple(range(job.np))
     assert spec.env["PYTHONUNBUFFERED"] == "1" and spec.env["A"] == "1"
 
@@ -486,33 +496,41 @@ KF = "kungfu-run-under-test"
 
 
 def kf_logs(host: str) -> list[str]:
-    """-q and the -logdir a job without a run directory gets (launch() passes one)."""
-    return ["-q", "-logdir", os.path.join(tempfile.gettempdir(), "distlab-kungfu", "adhoc", host)]
+    """-q and the -logdir a job without a run directory gets (launch() passes one): the temp
+    dir on this machine, the rank's working directory on a remote host."""
+    if host == "localhost":
+        return [
+            "-q",
+            "-logdir",
+            os.path.join(tempfile.gettempdir(), "distlab-kungfu", "adhoc", host),
+        ]
+    return ["-q", "-logdir", os.path.join("distlab-runs", "adhoc", "kungfu", host)]
 
 
 @pytest.mark.parametrize(
     "job, argvs, ranks",
     [
         (
-            make_job(4),
-            [[KF, "-np", "4", "-H", "127.0.0.1:4", *kf_logs("localhost"), *CMD]],
+            make_job(4, port_range="10000-10003", runner_port=38080),
+            [[KF, "-np", "4", "-H", "127.0.0.1:4", "-port-range", "10000-10003", "-port",
+              "38080", *kf_logs("localhost"), *CMD]],
             [(0, 1, 2, 3)],
         ),
         (
-            make_job(3, G1, G2),
+            make_job(3, G1, G2, port_range="10000-10001", runner_port=38080),
             [
                 [KF, "-np", "3", "-H", "10.0.0.1:2,10.0.0.2:1", "-self", "10.0.0.1",
-                 *kf_logs("g1"), *CMD],
+                 "-port-range", "10000-10001", "-port", "38080", *kf_logs("g1"), *CMD],
                 [KF, "-np", "3", "-H", "10.0.0.1:2,10.0.0.2:1", "-self", "10.0.0.2",
-                 *kf_logs("g2"), *CMD],
+                 "-port-range", "10000-10001", "-port", "38080", *kf_logs("g2"), *CMD],
             ],
             [(0, 1), (2,)],
         ),
         (
-            make_job(4, G1, G2, nic="eth0", port_range="20000-20100"),
+            make_job(4, G1, G2, nic="eth0", port_range="20000-20100", runner_port=20200),
             [
                 [KF, "-np", "4", "-H", "10.0.0.1:2,10.0.0.2:2", "-nic", "eth0", "-port-range",
-                 "20000-20100", *kf_logs(h), *CMD]
+                 "20000-20100", "-port", "20200", *kf_logs(h), *CMD]
                 for h in ("g1", "g2")
             ],
             [(0, 1), (2, 3)],
@@ -526,6 +544,35 @@ def test_kungfu_runs_once_per_host(job, argvs, ranks):
     assert [s.ranks for s in specs] == ranks
     assert [s.host for s in specs] == list(dict.fromkeys(job.cluster.hosts))[: len(specs)]
     assert all(s.role == "launcher" and "CUDA_VISIBLE_DEVICES" not in s.env for s in specs)
+
+
+def test_kungfu_takes_a_free_block_per_job():
+    """No port option: each build takes its own block of free ports (runner, then one per
+    peer slot), so two jobs built one after the other never share a port."""
+    ports = []
+    for _ in range(2):
+        (spec,) = build(KungFuLauncher(program=KF), make_job(3))
+        argv = list(spec.argv)
+        begin, end = map(int, argv[argv.index("-port-range") + 1].split("-"))
+        runner = int(argv[argv.index("-port") + 1])
+        assert (end - begin + 1, runner) == (3, begin - 1)
+        assert runner >= LOW and end < HIGH
+        ports.append(set(range(runner, end + 1)))
+    assert not ports[0] & ports[1]
+
+
+def test_launchers_without_port_options_take_free_ports():
+    """Every launcher that starts a service takes a port of its own per job."""
+    local = [
+        int(s.env["MASTER_PORT"]) for s in build(LocalLauncher(), make_job(2)) if s.ranks == (0,)
+    ]
+    ps = [
+        int(a.split(":")[1])
+        for a in tf_config(build(ParameterServerLauncher(), make_job(2))[0])["cluster"]["worker"]
+    ]
+    for port in [*local, *ps]:
+        assert LOW <= port < HIGH
+    assert not set(local) & set(ps)
 
 
 def test_kungfu_needs_ipv4_addresses():
@@ -567,7 +614,7 @@ def tf_config(spec: ProcessSpec) -> dict:
 
 
 def test_ps_places_workers_servers_and_chief():
-    job = make_job(3, G1, G2, CPU, num_ps=2, ps_hosts="cpu1")
+    job = make_job(3, G1, G2, CPU, num_ps=2, ps_hosts="cpu1", base_port=23450)
     specs = build(ParameterServerLauncher(), job)
     roles = [(s.role, s.env["LAB_PS_INDEX"], s.host.name, s.ranks) for s in specs]
     assert roles == [
@@ -641,7 +688,7 @@ def test_ps_real_run_each_process_knows_its_role():
 # --- torchrun ---------------------------------------------------------------------------
 
 TR = [sys.executable, "-m", "torch.distributed.run"]
-TAIL = ["--tee", "3", "--no-python", *CMD]
+TAIL = ["--tee", "3", "--no-python", "--", *CMD]
 
 
 @pytest.mark.parametrize(
@@ -698,6 +745,25 @@ def test_torchrun_demux_recorded_output():
     tagged = [x for x in stderr if x.rank is not None]
     assert sorted((x.rank, x.text) for x in tagged) == [(r, f"rank={r} stderr") for r in range(3)]
     assert any(x.rank is None and "OMP_NUM_THREADS" in x.text for x in stderr)
+
+
+def test_torchrun_on_emulated_hosts_runs_this_interpreter():
+    """Emulated hosts share this machine's files: torchrun there is this venv's, not the
+    ``python3`` a remote host without a configured interpreter gets."""
+    job = make_job(2, Host("h1", slots=1), Host("h2", slots=1))
+    job = dataclasses.replace(job, cluster=dataclasses.replace(job.cluster, emulated={"x": 1}))
+    assert [s.argv[0] for s in build(TorchrunLauncher(), job)] == [sys.executable] * 2
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
+def test_torchrun_passes_flags_it_would_read_as_its_own_to_the_ranks():
+    job = make_job(
+        1, command=(sys.executable, "-c", "import sys; print(sys.argv[1:])", "--monitor", "none")
+    )
+    (spec,) = build(TorchrunLauncher(), job)
+    ((code, out, err),) = run_specs([spec], timeout=150)
+    assert code == 0, err[-2000:]
+    assert "[default0]:['--monitor', 'none']" in out.splitlines()
 
 
 def test_torchrun_missing_torch_says_what_to_install():

@@ -47,12 +47,27 @@ REAL_ERRORS = [
     " failed to connect to all addresses",
     "2024-03-11 10:02:15.000001: F tensorflow/core/framework/tensor.cc:733] Check failed: "
     "dtype() == expected_dtype",
+    "[guard] cannot start 'no-such-program': [Errno 2] No such file or directory",
+]
+
+# The lab's own housekeeping on a rank's stderr (lab.cluster.affinity, lab.cluster.guard):
+# every rank prints the first, and the guard's lines follow every run's end or stop.
+LAB_NOTICES = [
+    "distlab: rank pinned to CPU 0",
+    "distlab: rank pinned to CPU 0,1",
+    "[guard] pid 4242 exited; ending the processes it left behind",
     "[guard] got SIGTERM; ending pid 4242 and its descendants",
+    "[guard] 2 process(es) outlived SIGTERM by 5s; sending SIGKILL",
 ]
 
 
 @pytest.mark.parametrize("text", TF_STARTUP)
 def test_tensorflow_startup_lines_are_info(text: str) -> None:
+    assert classify("stderr", text) == "info"
+
+
+@pytest.mark.parametrize("text", LAB_NOTICES)
+def test_lab_housekeeping_lines_are_info(text: str) -> None:
     assert classify("stderr", text) == "info"
 
 

@@ -37,7 +37,7 @@ def test_ssh_argv_runs_the_guard_inline_with_env_and_cwd() -> None:
     assert opts[0] == "ssh" and target == "node7"
     assert "BatchMode=yes" in opts and "ConnectTimeout=10" in opts
     assert opts[opts.index("-p") + 1] == "2222" and opts[opts.index("-l") + 1] == "lab"
-    assert not any("StrictHostKeyChecking" in o for o in opts)
+    assert opts[opts.index("StrictHostKeyChecking=yes") - 1] == "-o"  # keys checked
     assert len(remote) == 1
     words = shlex.split(remote[0])
     assert words[:3] == ["/opt/py/bin/python3", "-c", guard_source()]

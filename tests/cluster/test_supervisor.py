@@ -212,6 +212,8 @@ def test_kill_9_of_launcher_ends_ranks(start_driver, probe) -> None:
     driver.proc.communicate(timeout=10)
     assert probe.wait_gone(lambda: probe.marked_pids(run_id), within=5.0) == []
     assert not [p for p in probe.logged_pids(run_dir) if probe.alive(p)]
+    assert json.loads((run_dir / "manifest.json").read_text())["state"] == "running"
+    assert read_manifest(run_dir)["state"] == "orphaned"  # the launcher died mid-run
 
 
 @pytest.mark.parametrize(

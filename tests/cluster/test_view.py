@@ -349,3 +349,110 @@ def read_timeline_of(run: Path) -> Any:
     from lab.cluster.view_hosts import read_timeline
 
     return read_timeline(run)
+
+
+# -- what the view says: clock, stop, words, colours, the compact plot, a sweep's box ------
+
+
+def test_the_clock_ticks_while_the_ranks_are_silent() -> None:
+    view = RunView(display=False, refresh=0.05)
+    view.on_start("/tmp/run", [0], Control())
+    try:
+        first = view.status.value
+        end = time.monotonic() + 30
+        while view.status.value == first and time.monotonic() < end:
+            time.sleep(0.05)
+        assert view.status.value != first  # no line came, the elapsed seconds moved on
+        assert view.snapshot().lines == 0
+    finally:
+        view.on_end("succeeded", 0, {0: 0})
+
+
+def test_after_stop_the_reason_comes_first_and_the_consequences_are_folded(
+    tmp_path: Path,
+) -> None:
+    """Lines from before Stop stay in view; Horovod's traceback and the guard's teardown
+    that follow it are folded under one grey line; the status reads the manifest's reason,
+    in amber, the exit codes folded too."""
+    (tmp_path / "manifest.json").write_text(json.dumps({"reason": "stopped from the view"}))
+    view = RunView(display=False, refresh=10)
+    control = Control()
+    view.on_start(str(tmp_path), [0], control)
+    view.on_line(Line(0, "stderr", "distlab: rank pinned to CPU 0"))
+    view.on_line(Line(0, "stdout", "rank 0 step 1"))
+    view.stop_button.click()
+    assert control.reasons == ["stopped from the view"]
+    view.refresh()
+    assert "stopping (stopped from the view)" in view.status.value
+    view.on_line(Line(None, "stderr", "[guard] pid 42 exited; ending the processes it left behind"))
+    view.on_line(Line(None, "stderr", "horovod.runner.common.util.network.NoValidAddressesFound"))
+    view.on_line(Line(None, "stderr", "Process 0 exit with status code -15."))
+    view.on_end("cancelled", 130, {0: -15})
+    status = view.status.value
+    assert re.search(r'<b style="color:#b26b00">stopped from the view \(cancelled\)</b>', status)
+    head, folded = status.split("<details", 1)
+    assert "-15" not in head and "exit codes r0=-15" in folded
+    rank0, other = view.logs[0].value, view.logs[None].value
+    assert "rank 0 step 1" in rank0 and "<details" not in rank0
+    assert 'color:#999">distlab: rank pinned to CPU 0' in rank0  # housekeeping is grey
+    before, after = other.split("<details", 1)
+    assert "NoValidAddressesFound" not in before and "NoValidAddressesFound" in after
+    assert "after the stop: 3 lines" in after
+    assert "after the stop: 3 lines" in view._box_bundle(view.snapshot())["text/html"]
+
+
+@pytest.mark.parametrize(
+    ("state", "words"),
+    [("succeeded", "succeeded"), ("timed_out", "timed out"), ("failed", "failed")],
+)
+def test_states_are_said_in_words(state: str, words: str) -> None:
+    from lab.cluster.runstate import RunState
+    from lab.cluster.view_render import state_words
+
+    assert state_words(state) == words == state_words(RunState(state))
+    tracker = RunTracker()
+    tracker.start("/tmp/run", [0])
+    tracker.end(state, 0, {0: 0}, reason="timed out after 300s" if state == "timed_out" else "")
+    assert "RunState" not in status_text(tracker.snapshot())
+    assert words in status_text(tracker.snapshot())
+
+
+def test_a_view_inside_another_widget_draws_a_compact_plot() -> None:
+    view = RunView(display=False, refresh=10)
+    view.on_start("/tmp/run", [0, 1], Control())
+    for step in range(4):
+        for rank in (0, 1):
+            rec = format_record("step", rank=rank, step=step, samples=32 * (rank + 1), seconds=0.5)
+            view.on_line(Line(rank, "stdout", rec))
+    view.on_end("succeeded", 0, {0: 0, 1: 0})
+    svg = view.spark.value
+    assert svg.startswith('<svg class="distlab-spark"') and svg.count("<polyline") == 2
+    assert "up to 128 samples/s" in svg and ">rank 1</tspan>" in svg
+    assert view.spark in view.box.children
+    assert view.snapshot().throughput == pytest.approx(64.0 + 128.0)
+    assert "distlab-spark" in view._box_bundle(view.snapshot())["text/html"]
+
+
+def test_a_sweep_shows_one_view_for_the_running_point_and_a_table_of_the_done() -> None:
+    from lab.cluster.view_sweep import SweepView, active_sweep
+
+    with SweepView("t/sweep", 3, display=False, widgets=True) as sweep:
+        boxes = []
+        for i in range(3):
+            sweep.running(f"workers={i + 1}")
+            assert f"running: workers={i + 1}" in sweep.header.value
+            observer = make_view("auto")  # what launch() asks for
+            observer.on_start(f"/tmp/run{i}", [0], Control())
+            observer.on_line(Line(0, "stdout", f"point {i} says hello"))
+            assert sweep.current.children == (observer.view.box,)  # the previous one went
+            boxes.append(observer.view.box)
+            observer.on_end("succeeded", 0, {0: 0})
+            rows = [{"point": f"workers={j + 1}", "state": "succeeded", "samples/s": 10.0 * j}
+                    for j in range(i + 1)]  # fmt: skip
+            sweep.done(rows)
+        assert len(set(map(id, boxes))) == 3
+        assert sweep.table.value.count("<tr>") == 4 and "20.0" in sweep.table.value
+        assert "3 of 3 done" in sweep.header.value
+    assert active_sweep() is None
+    assert isinstance(make_view("auto"), HeadlessProgress)  # no sweep, no frontend
+    assert "workers=3" in sweep._bundle()["text/html"]

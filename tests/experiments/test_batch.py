@@ -4,8 +4,8 @@ takes papermill-style parameters and keeps each executed copy beside its runs.""
 from __future__ import annotations
 
 import json
+import os
 import sys
-import time
 from pathlib import Path
 
 import nbformat
@@ -21,7 +21,9 @@ from lab.experiments.notebooks import (
     parse_parameters,
     run_notebook,
 )
+from lab.experiments.saved import load_verdict
 from lab.metrics import Sweep
+from lab.metrics.layout import EXECUTION_ENV
 
 
 def _summary(*states: str) -> pd.DataFrame:
@@ -131,14 +133,31 @@ def test_a_notebook_that_measured_nothing_fails_under_papermill(tmp_path: Path) 
     assert "batch: 1" in (tmp_path / "out.ipynb").read_text()
 
 
-def test_executed_copy_goes_beside_the_runs(tmp_path: Path) -> None:
-    since = time.time()
-    run = lab.launch([sys.executable, "-c", "pass"], experiment="t/copy")
-    executed = tmp_path / "fig.ipynb"
-    executed.write_text(json.dumps({"cells": []}))
-    copies = copy_beside_runs(executed, since)
-    assert copies and copies[0].parent == run.run_dir.parent / "notebooks"
-    assert copies[0].read_text() == executed.read_text()
+def test_each_execution_copies_its_notebook_beside_its_own_runs_only(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Two notebooks run at once, both with a run in one experiment: each copy goes beside
+    the runs its own execution launched, named by its execution, and lists those runs."""
+    made: dict[str, dict[str, list[str]]] = {"A": {}, "B": {}}
+    for execution, experiment in [("A", "t/shared"), ("B", "t/shared"), ("A", "t/a"), ("B", "t/b")]:
+        monkeypatch.setenv(EXECUTION_ENV, f"20250101-120000-{execution * 6}")
+        run = lab.launch([sys.executable, "-c", "pass"], experiment=experiment, view=None)
+        made[execution].setdefault(experiment, []).append(run.run_dir.name)
+    monkeypatch.delenv(EXECUTION_ENV)
+    lab.launch([sys.executable, "-c", "pass"], experiment="t/shared", view=None)  # by a person
+    runs = Path(os.environ["DISTLAB_RESULTS"]) / "runs"
+    for execution, theirs in made.items():
+        executed = tmp_path / f"{execution}.ipynb"
+        executed.write_text(json.dumps({"cells": [], "metadata": {"by": execution}}))
+        copies = copy_beside_runs(executed, f"20250101-120000-{execution * 6}", "fig.ipynb")
+        assert sorted(c.parent.parent for c in copies) == sorted(runs / e for e in theirs)
+        for copy in copies:
+            assert copy.name == f"20250101-120000-{execution * 6}-fig.ipynb"
+            assert copy.read_text() == executed.read_text()
+            said = json.loads(copy.with_suffix(".runs.json").read_text())
+            assert said["runs"] == theirs[str(copy.parent.parent.relative_to(runs))]
+    shared = sorted(p.name for p in (runs / "t" / "shared" / "notebooks").iterdir())
+    assert len(shared) == 4, f"one copy and one list of runs per execution: {shared}"
 
 
 def test_scale_parameters_keep_what_papermill_injected() -> None:
@@ -163,9 +182,9 @@ def test_conclude_saves_the_verdict_it_prints(tmp_path: Path, capsys) -> None:
 
     v = Verdict("P", "Fig 3", "x is fast", Status.NOT_RESOLVED, 1.0, 0.5, runs=("r1",))
     conclude(v, "room", figure=go.Figure(), save_figure=True, results=tmp_path)
-    saved = json.loads((tmp_path / "verdicts" / "room" / "fig_3.json").read_text())
+    saved = load_verdict("room", "Fig 3", results=tmp_path)
     assert saved["status"] == "not resolved at this scale" and saved["runs"] == ["r1"]
-    assert (tmp_path / "figures" / "room" / "fig_3.html").stat().st_size > 1000
+    assert (tmp_path / "figures" / "room" / "smoke" / "fig_3.html").stat().st_size > 1000
     assert v.sentence() in capsys.readouterr().out
     with pytest.raises(NothingMeasured):
         conclude(Verdict("P", "Fig 3", "x", Status.REPRODUCED), "room", results=tmp_path)
@@ -184,7 +203,7 @@ def test_every_measured_verdict_says_what_precision_it_reached(tmp_path: Path, c
     assert Verdict("P", "Fig 6", "w", Status.NOT_MEASURED).precision_sentence() == ""
     conclude(interval, "room", results=tmp_path)
     assert "Precision: ±0.5 s at 95% (25% of the value)." in capsys.readouterr().out
-    saved = json.loads((tmp_path / "verdicts" / "room" / "fig_3.json").read_text())
+    saved = load_verdict("room", "Fig 3", results=tmp_path)
     assert saved["precision_sentence"] == interval.precision_sentence()
 
 
@@ -196,7 +215,7 @@ def test_several_claims_of_one_figure_are_saved_together(tmp_path: Path) -> None
         Verdict("E", "Fig 14", "makespan", Status.NOT_RESOLVED, 1.04, runs=("r2",)),
     ]
     conclude(claims, "room", results=tmp_path)
-    saved = json.loads((tmp_path / "verdicts" / "room" / "fig_14.json").read_text())
+    saved = load_verdict("room", "Fig 14", results=tmp_path)
     assert saved["status"] == "not resolved at this scale" and len(saved["claims"]) == 2
     assert saved["runs"] == ["r1", "r2"]
     with pytest.raises(ValueError, match="one figure"):
@@ -218,4 +237,4 @@ def test_a_failed_point_is_tried_once_more_and_says_so() -> None:
     summary = run_sweep("t/flaky", [{"system": "single"}], run=flaky)
     assert len(calls) == 2 and summary["state"].tolist() == ["succeeded"]
     assert summary["attempts"].tolist() == [2]
-    assert summary["retried"].str.contains("failed").all()
+    assert summary["retried"].str.contains("RanksFailed.*exit code 1").all()

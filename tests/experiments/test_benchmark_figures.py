@@ -54,6 +54,26 @@ def test_sync_table_figure_and_verdict() -> None:
         sync.verdict(sync.table(summary.iloc[0:0]), "smoke")
 
 
+def test_sync_draws_the_pytorch_systems_and_judges_kungfu_against_horovod_on_tensorflow() -> None:
+    """Horovod's PyTorch API, faster than KungFu here, is a line of the figure and a part of
+    the why, not the Horovod of the paper's KungFu / Horovod ratio."""
+    summary = pd.DataFrame(
+        [
+            _row("horovod-gloo", 2, 150.0),
+            _row("kungfu-sync", 2, 190.0),
+            _row("horovod-torch", 2, 400.0),
+            _row("torch-ddp", 2, 380.0),
+        ]
+    )
+    table = sync.table(summary)
+    names = {t.name for t in sync.figure(table).data}
+    assert {"Horovod PyTorch (MPI) · m", "PyTorch DDP, beyond papers · m"} <= names
+    v = sync.verdict(table, "smoke", runs=("r",), hardware="h")
+    assert v.lab_value == pytest.approx(190 / 150)
+    assert "Horovod PyTorch (MPI) · m" in v.why and "PyTorch DDP, beyond papers · m" in v.why
+    assert {"horovod-torch", "torch-ddp"} <= set(sync.DEFAULTS["smoke"]["systems"])
+
+
 def test_async_says_no_number_is_published() -> None:
     assert async_.published().empty
     summary = pd.DataFrame(

@@ -12,7 +12,7 @@ import pytest
 from lab.errors import NothingMeasured, ParameterError
 from lab.experiments import scale_parameters
 from lab.experiments.catalog import FIGURES
-from lab.experiments.easyscale import fig9, overhead, published, runs, sharing
+from lab.experiments.easyscale import fig9, overhead, overhead_tables, published, runs, sharing
 from lab.experiments.easyscale.runs import EST_LABEL
 from lab.experiments.verdicts import Status
 
@@ -112,7 +112,7 @@ def test_fig12_repeats_that_disagree_leave_it_not_resolved(monkeypatch) -> None:
         [{"repeat": r, "device_type": d, "level": lv, "run": (r, d, lv)} for r, d, lv in seconds]
     )
     monkeypatch.setattr(
-        overhead,
+        overhead_tables,
         "_records",
         lambda run: pd.DataFrame(
             {"kind": "step", "step": [0, 1, 2], "seconds": [9.0, seconds[run], seconds[run]]}
@@ -173,15 +173,19 @@ def test_fig11_verdict_and_figure() -> None:
         "switch_share": 0.004,
         "switch_overhead": -0.01,
         "switch_us": 120.0,
+        "est_step_s": 0.1,
         "saving_other_ests": 0.2,
         "saving_last_est": 0.05,
         "ddp_step_s": 0.01,
     }
-    got = overhead.switching_verdict(numbers, "smoke", "t", runs=["r1"])
+    cases = [overhead.step_case("paper step", numbers)]
+    got = overhead.switching_verdict(cases, "paper", "t", runs=["r1"])
     assert got.status is Status.REPRODUCED and got.runs == ("r1",)
     numbers["switch_share"] = 0.08
-    assert overhead.switching_verdict(numbers, "smoke", "t").status is Status.NOT_REPRODUCED
+    cases = [overhead.step_case("paper step", numbers)]
+    assert overhead.switching_verdict(cases, "paper", "t").status is Status.NOT_REPRODUCED
     assert isinstance(overhead.switching_figure(numbers, caption="c"), go.Figure)
+    assert isinstance(overhead.switching_figure(numbers, caption="c", cases=cases), go.Figure)
 
 
 @pytest.mark.parametrize(
@@ -236,9 +240,7 @@ def test_every_room_verdict_names_a_catalog_figure_of_the_room() -> None:
         overhead.levels_verdict(
             pd.DataFrame(columns=["device_type", "level", "relative_time"]), "smoke", "t"
         ).figure,
-        overhead.switching_verdict(
-            {"switch_share": 0, "switch_us": 1, "switch_overhead": 0}, "smoke", "t"
-        ).figure,
+        overhead.switching_verdict([], "smoke", "t").figure,
     }
     assert made <= catalog and {"Fig 9", "Fig 10", "Fig 11", "Fig 12"} <= catalog
 

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from lab.errors import NothingMeasured
+from lab.errors import NothingMeasured, ParameterError
 from lab.experiments import Status
 from lab.experiments.evidence import protocol_run_dirs
 from lab.experiments.kungfu import fig9
@@ -64,10 +64,53 @@ def test_fig9_figure_and_table_agree() -> None:
         line = dict(zip(ideals[r.model].x, ideals[r.model].y, strict=True))
         assert line[r.workers] == pytest.approx(r.ideal)
         assert line[1] == pytest.approx(r.ideal_rate)
-    measured = {t.name: t for t in fig.data if t.name and "(measured)" in t.name}
-    hvd_a = measured["Horovod (MPI) · a (measured)"]
+    measured = {t.name: t for t in fig.data if not t.meta}
+    hvd_a = measured["Horovod (MPI) · a"]
     assert list(hvd_a.x) == [2, 4] and list(hvd_a.y) == [180.0, 300.0]
-    assert {t.meta["source"] for t in published_traces(fig)} == set(fig9.published()["source"])
+    published = published_traces(fig)
+    assert {t.meta["source"] for t in published} == set(fig9.published()["source"])
+    # the paper's 32 workers in their own panel, named short, their source on hover
+    assert {t.name for t in published} == {
+        "KungFu · ResNet50 (paper)",
+        "Horovod · ResNet50 (paper)",
+    }
+    assert all(t.xaxis == "x2" and "§3.2" in t.hovertemplate for t in published)
+    assert hvd_a.xaxis in (None, "x")
+
+
+def test_fig9_pytorch_systems_get_the_pytorch_ideal_and_stay_out_of_the_ratio() -> None:
+    """A PyTorch system's efficiency is over one PyTorch worker alone, never over
+    TensorFlow's; it has its own dashed ideal, and KungFu / Horovod stays TensorFlow's."""
+    summary = pd.concat(
+        [
+            _fig9_summary(),
+            pd.DataFrame(
+                [
+                    _row("torch-single", "a", 1, 50.0),
+                    _row("torch-ddp", "a", 4, 160.0),
+                    _row("horovod-torch", "a", 4, 190.0),
+                ]
+            ),
+        ]
+    )
+    table = fig9.ideal_table(summary)
+    by = table.set_index(["system", "model", "workers"])
+    assert by.loc[("torch-ddp", "a", 4), "ideal"] == 200.0
+    assert by.loc[("torch-ddp", "a", 4), "efficiency"] == pytest.approx(0.8)
+    assert by.loc[("horovod-torch", "a", 4), "ideal_of"] == "torch-single"
+    assert by.loc[("horovod-mpi", "a", 4), "ideal"] == 400.0
+    ideals = fig9.ideal_traces(fig9.figure(table))
+    assert set(ideals) == {"a", "b", "a (torch-single)"}
+    assert list(ideals["a (torch-single)"].y) == [50.0, 200.0]
+    assert ideals["a (torch-single)"].name == "ideal PyTorch · a"
+    v = fig9.verdict(table, "smoke", runs=("r",), hardware="h")
+    assert v.lab_value == pytest.approx(360.0 / 300.0)  # not over Horovod PyTorch's 190
+    assert not fig9.is_horovod("horovod-torch") and fig9.is_horovod("horovod-mpi")
+    points = fig9.points(fig9.DEFAULTS["smoke"], ["horovod-mpi", "torch-ddp"])
+    assert [(q["system"], q["workers"]) for q in points][:2] == [
+        ("single", 1),
+        ("torch-single", 1),
+    ]
 
 
 def test_fig9_verdict_reads_the_published_ratio() -> None:
@@ -275,7 +318,7 @@ def test_fig8_overheads_from_the_protocol_table_say_what_was_resolved() -> None:
     assert "lies inside" in found["variance interval 1"]
     assert "lies outside" in found["variance interval 8"]
     fig = fig8.figure(table.reset_index(), caption="test", workers=2, batch_size=32)
-    assert fig.data[0].name == "lab (measured)"
+    assert fig.data[0].name == "lab"
     assert len(published_traces(fig)) == 1
     assert protocol_run_dirs(_protocol_table()) == ["/r/1"]
     assert fig8.overheads(_protocol_table().iloc[3:]).empty
@@ -457,7 +500,8 @@ def test_fig7_rebuilds_from_the_run_directory_alone(tmp_path) -> None:
     assert table["published"].tolist() == [paper["resize 1→2"], paper["resize 2→1"]]
     fig = fig7.figure(run, caption="test")
     assert [s["x0"] for s in fig.layout.shapes] == [10.0, 30.0]  # a line at each change
-    assert max(fig.data[0].y) == pytest.approx(2 * 32 / 0.5)  # both workers' throughput
+    # both workers end one 32-sample step a second: 64 img/s (not the steps' rates, 2 x 64)
+    assert max(fig.data[0].y) == pytest.approx(2 * 32 / 1.0)
     v = fig7.verdict(table, "smoke", runs=(run,), hardware="h")
     assert v.status is Status.REPRODUCED and v.lab_value == pytest.approx(12.0)
     assert v.published_value == paper["resize 1→2"] and "resize 2→1: 0.5 s" in v.why
@@ -514,10 +558,7 @@ def test_fig7_kungfus_run_reads_its_own_requests_and_heads_the_verdict(tmp_path)
     assert v.status is Status.REPRODUCED and v.lab_value == pytest.approx(8.0)
     assert v.why.startswith("KungFu elastic") and "Horovod Elastic (lab): resize 1→2: 1 s" in v.why
     fig = fig7.figure([kf, hvd], caption="test")
-    assert [t.name for t in fig.data] == [
-        "total img/s (KungFu elastic (config server))",
-        "total img/s (Horovod Elastic (lab))",
-    ]
+    assert [t.name for t in fig.data] == ["KungFu · tiny_cnn", "Horovod Elastic · tiny_cnn"]
     assert [s["x0"] for s in fig.layout.shapes] == [9.5, 29.5]  # KungFu's own requests
 
 
@@ -590,6 +631,7 @@ def test_adaptive_builders_read_the_runs(tmp_path) -> None:
 
 def test_adaptive_arms_of_one_launch_are_told_apart_by_their_records(tmp_path) -> None:
     """The sweep's one launch trains every arm; the records, not the point, name each arm."""
+    from lab.bench.adaptive import Config as AdaptiveConfig
     from lab.experiments.kungfu import adaptive
     from lab.metrics.records import format_record
 
@@ -597,13 +639,16 @@ def test_adaptive_arms_of_one_launch_are_told_apart_by_their_records(tmp_path) -
          "features": 64, "steps": 50, "seeds": 2}  # fmt: skip
     (point,) = adaptive.points(p)
     assert point["arms"] == "adaptive:8,fixed:8,fixed:128"
-    cmd = adaptive.argv(point)
-    assert cmd[cmd.index("--arms") + 1] == point["arms"] and "--policy" not in cmd
-    assert cmd[cmd.index("--features") + 1] == "64"
+    cmd = adaptive.argv(point)  # what the ranks parse, read back with their own config
+    assert cmd[:3] == ["python", "-m", "lab.bench.adaptive"]
+    cfg = AdaptiveConfig.from_argv(cmd[3:])
+    assert cfg.arm_list == [("adaptive", 8), ("fixed", 8), ("fixed", 128)]
+    assert (cfg.features, cfg.seeds, cfg.max_batch_size, cfg.until_target) == (64, 2, 128, True)
     cmd = adaptive.argv({**point, "arms": None, "policy": "fixed", "batch": 8})
-    assert "--arms" not in cmd  # the controls' single run names its policy and batch
-    assert cmd[cmd.index("--policy") : cmd.index("--policy") + 4] == [
-        "--policy", "fixed", "--batch-size", "8"]  # fmt: skip
+    assert AdaptiveConfig.from_argv(cmd[3:]).arm_list == [("fixed", 8)]  # the controls' run
+    with pytest.raises(ParameterError) as err:  # refused in the lab, named by its field
+        adaptive.argv({**point, "steps": 0})
+    assert err.value.name == "steps"
 
     run = tmp_path / "run"
     run.mkdir()

@@ -68,15 +68,63 @@ def test_notebook_runs_at_smoke_scale(nb: Path, tmp_path: Path, _isolated_result
     ]
     assert not errors
     if _concludes(nb):  # its figure and verdict were produced from >= 1 run
-        verdicts = sorted((_isolated_results / "verdicts").glob("*/*.json"))
+        verdicts = sorted((_isolated_results / "verdicts").glob("*/*/*.json"))  # room/scale
         assert verdicts, f"{nb.name} saved no verdict under {_isolated_results}"
         for path in verdicts:
             saved = json.loads(path.read_text())
             assert len(saved["runs"]) >= 1, f"{path} names no run"
             # a run directory, or the shipped data file a figure of published data is read from
             assert all(Path(r).exists() for r in saved["runs"]), f"{path}: a named run is missing"
-            figure = _isolated_results / "figures" / path.parent.name / f"{path.stem}.html"
+            kept = path.relative_to(_isolated_results / "verdicts").with_suffix(".html")
+            figure = _isolated_results / "figures" / kept
             assert figure.stat().st_size > 1000, f"{nb.name} wrote no figure at {figure}"
+            drawn = json.loads(figure.with_suffix(".runs.json").read_text())["runs"]
+            assert drawn == saved["runs"], f"{figure} was drawn from other runs than {path}"
+    problems = unreadable_figures(_isolated_results)
+    assert not problems, f"{nb.name} saved figures that cannot be read:\n" + "\n".join(problems)
+
+
+def unreadable_figures(results: Path) -> list[str]:
+    """``check_figure``'s problems with every figure saved under ``results`` (its
+    ``.plotly.json``, judged at the size its PNG is rendered), each named by its file: every
+    saved version once, not again through the link to the latest."""
+    import plotly.io as pio
+
+    from lab.experiments.saved import FIGURE_JSON
+    from lab.metrics.figure_check import check_figure
+    from lab.metrics.figure_style import HEIGHT, WIDTH
+
+    problems = []
+    for path in sorted((results / "figures").glob(f"**/*{FIGURE_JSON}")):
+        if path.is_symlink():
+            continue
+        fig = pio.read_json(path)
+        size = (fig.layout.width or WIDTH, fig.layout.height or HEIGHT)
+        named = path.relative_to(results)
+        problems += [f"{named}: {problem}" for problem in check_figure(fig, *size)]
+    return problems
+
+
+def test_an_unreadable_saved_figure_is_named_with_its_problem(tmp_path: Path) -> None:
+    """What the notebook runs check: a figure saved by ``conclude`` whose legend carries a
+    whole citation is reported by its file and the problem; a plain one is not."""
+    import plotly.graph_objects as go
+
+    from lab.experiments import Status, Verdict, conclude
+
+    def save(figure_name: str, legend: str) -> None:
+        verdict = Verdict(paper="P", figure=figure_name, claim="c", status=Status.NOT_MEASURED,
+                          scale="smoke", hardware="here", why="w")  # fmt: skip
+        fig = go.Figure([go.Scatter(x=[1, 2], y=[1, 2], name=n) for n in (legend, "paper")])
+        conclude(verdict, "room", fig, results=tmp_path)
+
+    save("Fig 1", "lab")
+    assert unreadable_figures(tmp_path) == []
+    save("Fig 2", "KungFu (Mai et al., OSDI'20, Table 3, read from the published PDF)")
+    problems = unreadable_figures(tmp_path)
+    named = "figures/room/smoke/fig_2/"  # its saved version (the latest link is not re-read)
+    assert problems and all(p.startswith(named) for p in problems)
+    assert any("legend entry of 66 characters (over 40)" in p for p in problems)
 
 
 def _notebook(path: Path, *sources: str) -> Path:
@@ -105,11 +153,89 @@ def test_executed_notebooks_go_under_the_results_root(tmp_path: Path, monkeypatc
     [result] = run_notebooks([nb], root=root, progress=False)
     assert result.ok and result.output == tmp_path / "results" / "notebooks" / "one.ipynb"
     assert "ran" in result.output.read_text()
+    # the execution is kept under its own name, and the latest links to it
+    assert result.output.is_symlink() and result.output.resolve() == result.executed.resolve()
+    assert result.executed == result.output.parent / "one" / f"{result.execution}.ipynb"
     assert result.cpu_speed is not None and result.cpu_speed > 0
     timings = result.output.parent / "timings.jsonl"
     [line] = [json.loads(t) for t in timings.read_text().splitlines()]
     assert line["notebook"] == "one.ipynb" and line["ok"] and line["scale"] == "smoke"
     assert line["cpu_speed"] == result.cpu_speed and line["seconds"] == round(result.seconds, 1)
+
+
+_TOGETHER = """import sys, time
+from pathlib import Path
+import lab
+lab.launch([sys.executable, "-c", "pass"], experiment="t/shared", view=None)
+Path({sync!r}, {me!r}).touch()
+deadline = time.time() + 120
+while not Path({sync!r}, {other!r}).exists():  # both executions run at once
+    assert time.time() < deadline, "the other notebook never started"
+    time.sleep(0.2)
+lab.launch([sys.executable, "-c", "pass"], experiment="t/" + {me!r}, view=None)
+"""
+
+_RUN = """import json, sys
+from pathlib import Path
+from lab.experiments.notebooks import run_notebook
+r = run_notebook(Path(sys.argv[1]), Path(sys.argv[2]))
+print(json.dumps({"ok": r.ok, "error": r.error, "execution": r.execution,
+                  "copies": [str(c) for c in r.copies]}))
+"""
+
+
+@pytest.mark.slow
+def test_two_notebooks_run_at_once_keep_their_copies_apart(tmp_path: Path) -> None:
+    """Two executions of one notebook at the same time (two people, or two scales), each
+    with a run in one shared experiment: both executed notebooks are kept, the latest link
+    names one of them, and each copy goes beside its own execution's runs only."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    results = Path(os.environ["DISTLAB_RESULTS"])
+    sync = tmp_path / "sync"
+    sync.mkdir()
+    procs = {}
+    out = results / "notebooks" / "fig.ipynb"  # both write the same notebook's latest
+    for me, other in (("x", "y"), ("y", "x")):
+        (tmp_path / me).mkdir()
+        source = _TOGETHER.format(sync=str(sync), me=me, other=other)
+        nb = _notebook(tmp_path / me / "fig.ipynb", source)
+        procs[me] = subprocess.Popen(
+            [sys.executable, "-c", _RUN, str(nb), str(out)],
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # a kernel left by a timeout goes with its group
+        )
+    done = {}
+    try:
+        for me, proc in procs.items():
+            stdout, _ = proc.communicate(timeout=300)
+            done[me] = json.loads(stdout.strip().splitlines()[-1])
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:  # not reaped: its group id is still its own
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+    for me in procs:
+        assert done[me]["ok"], done[me]["error"]
+    runs = results / "runs" / "t"
+    for me, got in done.items():
+        copies = sorted(Path(c) for c in got["copies"])
+        assert [c.parent.parent for c in copies] == sorted([runs / me, runs / "shared"])
+        for copy in copies:
+            assert copy.name == f"{got['execution']}-fig.ipynb"
+            [run_id] = json.loads(copy.with_suffix(".runs.json").read_text())["runs"]
+            manifest = json.loads((copy.parent.parent / run_id / "manifest.json").read_text())
+            assert manifest["launched_by"]["execution"] == got["execution"]
+        executed = out.parent / "fig" / f"{got['execution']}.ipynb"
+        mine = f"Path({str(sync)!r}, {me!r}).touch()"
+        assert mine in nbformat.read(executed, as_version=4).cells[1].source, f"not {me}'s"
+    assert out.is_symlink() and out.resolve().stem in {got["execution"] for got in done.values()}
+    assert len(list((runs / "shared").glob("*/manifest.json"))) == 2
+    assert len(list((runs / "shared" / "notebooks").glob("*.ipynb"))) == 2
 
 
 def test_summary_gives_the_machine_speed_over_the_run(tmp_path: Path) -> None:

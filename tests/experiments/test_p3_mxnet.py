@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from lab.bench.p3.mxnet_workload import Config
 from lab.errors import ParameterError
 from lab.experiments import systems
 from lab.experiments.p3 import artifact, mxnet_arms, sweep
@@ -18,8 +19,13 @@ POINT = {"schedule": "mxnet-baseline", "model": "vgg_like", "batch_size": 32, "s
 def test_command_and_env_of_the_mxnet_arms() -> None:
     argv = mxnet_arms.command(POINT)
     assert argv[:3] == ["python", "-m", "lab.bench.p3.mxnet_workload"]
-    assert argv[3:] == ["--model", "vgg_like", "--batch-size", "32", "--steps", "10",
-                        "--warmup-steps", "1"]  # fmt: skip
+    flags = dict(zip(argv[3::2], argv[4::2], strict=True))
+    assert {k: flags[k] for k in ("--model", "--batch-size", "--steps", "--warmup-steps")} == {
+        "--model": "vgg_like", "--batch-size": "32", "--steps": "10", "--warmup-steps": "1"
+    }  # fmt: skip
+    assert Config.from_argv(argv[3:]) == Config.from_values(
+        {k: POINT[k] for k in ("model", "batch_size", "steps", "warmup_steps")}
+    )
     assert mxnet_arms.env(POINT, {"OMP_NUM_THREADS": "1"}) == {"OMP_NUM_THREADS": "1"}
     slicing = mxnet_arms.env({**POINT, "schedule": "mxnet-slicing"}, {})
     assert slicing == {"MXNET_KVSTORE_BIGARRAY_BOUND": "40000"}
@@ -32,8 +38,8 @@ def test_command_and_env_of_the_mxnet_arms() -> None:
     [
         ({"bandwidth": "fast"}, "bandwidth"),
         ({"hosts": 3}, "hosts"),
-        ({"model": "alexnet"}, "lab.bench.p3.mxnet_workload"),  # the workload's own flags
-        ({"steps": 0}, "lab.bench.p3.mxnet_workload"),
+        ({"model": "alexnet"}, "model"),  # the workload's own settings, named by its Config
+        ({"steps": 0}, "steps"),
     ],
 )
 def test_bad_mxnet_points_fail_before_launch(changes: dict, name: str,

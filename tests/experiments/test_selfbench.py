@@ -30,6 +30,7 @@ def test_launch_overhead_json(bench_dir: Path) -> None:
     assert doc["machine"]["cpu_count"] >= 1 and doc["machine"]["python"]
     assert "commit" in doc["machine"]["git"]
     assert doc["params"]["np"] == 2 and doc["params"]["repeats"] == 1
+    assert doc["target_overhead_s"] == 0.05 and doc["core_speed"]["before"] > 0
     assert set(doc["launchers"]) == {"local", "mpi"}
     for entry in doc["launchers"].values():
         assert len(entry["bare_s"]) == len(entry["lab_s"]) == len(entry["lab_run_s"]) == 1
@@ -59,6 +60,13 @@ def test_streaming_json_loses_no_line(bench_dir: Path) -> None:
             assert run["widget_shows_end"] is True
     for row in doc["summary"]:
         assert row["lines_per_s"] > 0 and row["slowdown"] > 0 and row["lost"] == 0
+        assert row["met_lines_per_s"] == (row["lines_per_s"] >= doc["targets"]["lines_per_s"])
+        assert row["met_slowdown"] == (row["slowdown"] <= doc["targets"]["slowdown"])
+        if row["sink"] == "files+widget":  # the widget path, measured on its own
+            assert row["observer_lines_per_s"] > 0 and row["redraw_s"] >= 0
+    assert doc["targets"] == {"lines_per_s": 1_000_000, "slowdown": 3.0, "lost": 0}
+    assert len(doc["mpirun_devnull"]["wall_s"]) == 1 and doc["mpirun_devnull"]["lines_per_s"] > 0
+    assert doc["core_speed"]["before"] > 0 and doc["core_speed"]["after"] > 0
 
 
 def test_check_log_counts_lost_and_reordered_lines(tmp_path: Path) -> None:

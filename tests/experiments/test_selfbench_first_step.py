@@ -31,8 +31,10 @@ def test_first_step_bench_times_each_engines_start_up(
     assert [r["system"] for r in doc["runs"]] == list(fs.SYSTEMS)
     for run in doc["runs"]:
         assert all(run[m] > 0 for m in fs.MEASURES), run
-        # the launch holds the ranks' start-up and their first step
-        assert run["wall_s"] > run["to_header_s"] + run["first_step_s"], run
+        # the launch holds the ranks' start-up and their first step; not their sum: the
+        # header's time is when the lab read it, which on a loaded machine can fall after
+        # the rank began step 0 (seen: 13.0 s + 4.3 s in a 16.7 s launch)
+        assert run["wall_s"] > max(run["to_header_s"], run["first_step_s"]), run
     assert set(doc["systems"]) == set(fs.SYSTEMS)
     assert not list(tmp_path.glob("runs/**/manifest.json"))  # runs went to a temporary root
     out = capsys.readouterr().out

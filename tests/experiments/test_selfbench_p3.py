@@ -21,7 +21,13 @@ def test_scheduling_cost_measures_both_schedules_and_counts_every_payload_byte(
     from lab.metrics.store import load_run
 
     data = p3.scheduling_cost(
-        repeats=1, steps=2, model="tiny", batch_size=4, results_root=tmp_path, image_size=8
+        repeats=1,
+        steps=2,
+        model="tiny",
+        batch_size=4,
+        results_root=tmp_path,
+        image_size=8,
+        profile=True,
     )
     assert data["baseline_img_per_s"] > 0 and data["p3_img_per_s"] > 0
     want = data["baseline_img_per_s"] / data["p3_img_per_s"] - 1
@@ -33,9 +39,23 @@ def test_scheduling_cost_measures_both_schedules_and_counts_every_payload_byte(
         params = int(df[df["kind"] == "header"]["params"].iloc[0])
         sent = df[df["kind"] == "summary"]["wire_bytes_sent"].astype(int)
         # each host sends its pushes to the other server and its server's values to the
-        # other worker: every parameter once, 4 bytes each, per timed step; + 24-byte headers
+        # other worker: every parameter once, 4 bytes each, per timed step; + 16-byte headers
         payload = 2 * params * 4
         assert all(payload <= b < payload * 1.1 for b in sent), (schedule, list(sent), payload)
+    # every rank wrote a profile of its threads under results/bench/, and the sender and
+    # receiver threads' functions are in it (not only the main thread's training loop)
+    for schedule in ("baseline", "p3"):
+        prof = data["profile_top"][schedule]
+        assert len(prof["files"]) == 2
+        assert all(Path(f).is_relative_to(tmp_path / "bench" / "p3-profile") for f in prof["files"])
+        assert prof["cpu_s_per_step"] > 0
+        names = " ".join(f["function"] for f in prof["top"])
+        assert "backward" in names or "conv" in names, names
+        import pstats
+
+        funcs = {fn for _, _, fn in pstats.Stats(*prof["files"]).stats}  # type: ignore[attr-defined]
+        assert {"_receive", "send"} <= funcs
+    assert data["load_1min"][0] >= 0 and data["cpu_speed"][0] > 0
 
 
 def _fake(name: str, seen: list[dict[str, Any]]) -> Any:

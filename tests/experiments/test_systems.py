@@ -7,13 +7,12 @@ import sys
 import pytest
 
 from lab.cluster import launch
-from lab.cluster.launchers.base import LAUNCHERS, get_launcher
+from lab.cluster.launchers import LAUNCHERS
 from lab.errors import ParameterError
 from lab.experiments import SYSTEMS, complete_point, grid, run_sweep, workload_argv
 
 
 def test_every_system_names_a_registered_launcher() -> None:
-    get_launcher("local")  # registers the built-ins
     for system in SYSTEMS.values():
         assert system.launcher in LAUNCHERS, system.name
 
@@ -35,6 +34,59 @@ def test_complete_point_checks_scale_system_and_workers() -> None:
         complete_point({"system": "nope"})
     with pytest.raises(ParameterError, match="workers"):
         complete_point({"system": "mwms", "workers": 0})
+
+
+@pytest.mark.parametrize(
+    "point, name",
+    [
+        ({"system": "horovod-gloo", "model": "no_such_model"}, "model"),
+        ({"system": "horovod-gloo", "batch_size": 0}, "batch_size"),
+        ({"system": "mwms", "batch_size": -4}, "batch_size"),
+        ({"system": "single", "model": "InceptionV3"}, "image_size"),  # 32 at smoke scale
+        ({"system": "kungfu-elastic", "steps": 0}, "steps"),
+        ({"system": "pair-avg", "monitor": "variance"}, "monitor"),  # not a setting of it
+        ({"system": "mxnet-baseline", "model": "ResNet50"}, "model"),  # MXNet's own models
+        ({"system": "kungfu-artifact-sync", "batch_size": 0}, "batch_size"),  # its script's
+        ({"system": "single", "workers": "two"}, "workers"),
+    ],
+)
+def test_complete_point_checks_the_workload_through_its_config(point, name) -> None:
+    with pytest.raises(ParameterError) as err:
+        complete_point(point)
+    assert err.value.name == name
+
+
+def test_workload_argv_is_the_systems_config_as_flags() -> None:
+    point = complete_point({"system": "mwms", "model": "resnet50", "batch_size": 8}, "paper")
+    config = SYSTEMS["mwms"].config(point)
+    argv = workload_argv(point, "/py")
+    assert argv[:3] == ["/py", "-m", "lab.bench.synthetic"]
+    assert type(config).from_argv(argv[3:]) == config
+    assert (config.model, config.backend, config.image_size) == ("ResNet50", "mwms", 224)
+
+
+def test_pytorch_systems_run_the_pytorch_workload_on_their_engines() -> None:
+    """torch-ddp under torchrun, Horovod's PyTorch API under mpirun, and one PyTorch worker
+    alone (their ideal); a Keras model name is the torchvision model at paper scale."""
+    from lab.bench import torch_synthetic
+    from lab.experiments.systems import ideal_of, uses_torch
+
+    for name, launcher in (
+        ("torch-ddp", "torchrun"),
+        ("horovod-torch", "mpi"),
+        ("torch-single", "local"),
+    ):
+        argv = workload_argv(complete_point({"system": name, "model": "small_cnn"}), "/py")
+        assert argv[:5] == ["/py", "-m", "lab.bench.torch_synthetic", "--backend", name]
+        assert SYSTEMS[name].launcher == launcher and uses_torch(name)
+        assert ideal_of(name) == "torch-single"
+    assert ideal_of("horovod-mpi") == "single" and not uses_torch("horovod-mpi")
+    with pytest.raises(ParameterError, match="backend"):
+        torch_synthetic.Config.from_values({"backend": "horovod"})
+    names = ["mobilenet_v2", "resnet50", "inception_v3"]
+    assert torch_synthetic.torchvision_name("MobileNetV2", names) == "mobilenet_v2"
+    assert torch_synthetic.torchvision_name("ResNet50", names) == "resnet50"
+    assert torch_synthetic.torchvision_name("VGG16", names) is None
 
 
 def test_grid_holds_scalars_fixed() -> None:
@@ -86,6 +138,44 @@ def test_a_rooms_own_sweep_keeps_the_succeeded_points_and_resumes() -> None:
     assert again["n"].tolist() == [1] and calls == [1, 2, 2]
     with pytest.raises(NothingMeasured):
         run_succeeded("own-sweep", points[1:], run, key=["n"])
+
+
+def test_a_bad_point_from_a_rooms_runner_ends_the_sweep() -> None:
+    """A ParameterError from a room's runner is the point's fault, not the run's: it is
+    raised, not retried, and no later point runs."""
+    from lab.experiments.sweeps import run_succeeded
+
+    calls = []
+
+    def run(point):
+        calls.append(point["n"])
+        raise ParameterError("n", point["n"], "a point this room can run")
+
+    with pytest.raises(ParameterError, match="n=1"):
+        run_succeeded("bad-point", [{"n": 1}, {"n": 2}], run, key=["n"], view=None)
+    assert calls == [1]
+
+
+def test_a_sweeps_observer_sees_every_point_it_ran_and_not_the_resumed_ones() -> None:
+    """run_sweep(observe=...) is called with each point it ran and what its runner returned
+    (a failed run too); a point found done is not run, so not observed."""
+    seen = []
+
+    def run(point):
+        code = "import sys; sys.exit(3)" if point["n"] == 2 else 'print(\'@lab {"kind": "x"}\')'
+        return launch([sys.executable, "-c", code], experiment="observed", params=point,
+                      view=None, check=False)  # fmt: skip
+
+    def observe(point, result):
+        seen.append((point["n"], result.ok))
+
+    points = [{"n": 1}, {"n": 2}]
+    kw = {"view": None, "run": run, "complete": dict, "retries": 0, "observe": observe}
+    summary = run_sweep("observed", points, **kw)
+    assert seen == [(1, True), (2, False)]
+    assert summary["state"].tolist() == ["succeeded", "failed"]
+    run_sweep("observed", points[:1], **kw)
+    assert seen == [(1, True), (2, False)]
 
 
 def test_overhead_table_against_the_baseline_of_each_model() -> None:

@@ -38,10 +38,10 @@ def test_throughput_vs_workers_draws_measured_ideal_and_published() -> None:
     text = caption("smoke", "test CPU, 2 cores; no GPU", dt.date(2025, 1, 2))
     fig = throughput_vs_workers(_summary(), color="system", published=pub, caption=text)
     by_name = {t.name: t for t in fig.data}
-    hvd = by_name["horovod (measured)"]
+    hvd = by_name["horovod"]
     assert list(hvd.x) == [1, 2, 4] and list(hvd.y) == [10.0, 19.0, 36.0]
     assert list(hvd.error_y.array) == [0.5, 0.7, 1.0]
-    ideal = by_name["kungfu ideal (1 worker × N)"]
+    ideal = by_name["ideal · kungfu"]
     assert list(ideal.y) == [11.0, 22.0, 44.0]
     published = published_traces(fig)
     assert len(published) == 2
@@ -50,9 +50,14 @@ def test_throughput_vs_workers_draws_measured_ideal_and_published() -> None:
     assert kf.y[0] == pytest.approx(43.4 * 32)  # per-GPU number scaled to the total
     assert kf.error_y.array[0] == pytest.approx(1.2 * 32)
     assert kf.marker.symbol == "circle-open"
-    assert "README" in kf.name
-    notes = [a.text for a in fig.layout.annotations]
-    assert notes == [text]
+    # a short name in the legend; the source in the hover text and the footnote
+    assert kf.name == "KungFu · ResNet50 (paper)"
+    assert "README" in kf.hovertemplate and "f85878991f" in kf.hovertemplate
+    assert kf.xaxis == "x2"  # 32 workers: a panel of their own beside the lab's 1-4
+    notes = {a.name: a.text.replace("<br>", " ") for a in fig.layout.annotations}
+    assert notes["caption"] == text
+    assert "KungFu artifact README" in notes["sources"]
+    assert "f85878991f" not in notes["sources"]  # the commit stays in the hover text
     assert "smoke" in text and "test CPU" in text and "2025-01-02" in text
 
 
@@ -88,11 +93,11 @@ def test_grouped_bars_with_hatched_published_bars() -> None:
         t.name: (list(t.x), list(t.y)) for t in fig.data if not (t.meta or {}).get("published")
     }
     assert measured == {
-        "Horovod (measured)": (["ResNet50"], [3.0]),
-        "KungFu (measured)": (["ResNet50", "MobileNetV2"], [5.0, 9.0]),
+        "Horovod": (["ResNet50"], [3.0]),
+        "KungFu": (["ResNet50", "MobileNetV2"], [5.0, 9.0]),
     }
     published = published_traces(fig)
-    assert {t.name.split(" ")[0] for t in published} == {"Horovod", "KungFu"}
+    assert {t.name for t in published} == {"Horovod (paper)", "KungFu (paper)"}
     assert all(t.marker.pattern.shape == "/" for t in published)
     assert all(list(t.x) == ["ResNet50"] for t in published)
 
@@ -112,14 +117,15 @@ def test_overhead_bars_in_percent_beside_published() -> None:
     assert list(lab.error_y.array) == pytest.approx([1.0, 2.0])
     assert list(paper.x) == ["noise scale", "variance interval 1", "variance interval 8"]
     assert paper.y[0] == pytest.approx(100 * (1 - 29.1 / 30.5))
-    assert "derived from" in paper.name
+    assert paper.name == "paper" and "derived from" in paper.hovertemplate
     assert fig.layout.yaxis.title.text == "overhead, %"
 
 
 def test_figure_without_published_rows_has_no_published_trace() -> None:
     fig = throughput_vs_workers(_summary(), ideal=False)
     assert published_traces(fig) == []
-    assert [t.name for t in fig.data] == ["lab (measured)"]
+    assert [t.name for t in fig.data] == ["lab"]
+    assert [a.name for a in fig.layout.annotations] == []  # no caption, no footnote
 
 
 def test_hardware_description_names_cpu_and_cores() -> None:
@@ -135,3 +141,17 @@ def test_caption_defaults_to_this_machine_and_today() -> None:
     text = caption("paper")
     assert hardware_description() in text
     assert dt.date.today().isoformat() in text
+
+
+def test_overhead_bars_split_by_series_keep_the_settings_as_categories() -> None:
+    df = pd.DataFrame(
+        {
+            "setting": ["noise scale", "noise scale"],
+            "series": ["Horovod · m", "KungFu · m"],
+            "overhead": [0.05, 0.07],
+        }
+    )
+    pub = derived_overheads(published_table(paper=KUNGFU_OSDI20, figure="Fig 8"))
+    fig = overhead_bars(df, published=pub, color="series")
+    assert [t.name for t in fig.data] == ["Horovod · m", "KungFu · m", "paper"]
+    assert all(next(iter(t.x)) == "noise scale" for t in fig.data)

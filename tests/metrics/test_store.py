@@ -138,6 +138,26 @@ def test_summarize_runs_writes_and_rebuilds_from_directories(
     assert len(pd.read_csv(csv)) == 2
 
 
+def test_a_later_summary_keeps_the_one_before(
+    make_run: MakeRun, rank_lines: Lines, tmp_path: Path
+) -> None:
+    """A summary written again is a new file; summary.parquet/.csv link to the latest."""
+    root = tmp_path / "results"
+    make_run(params={"np": 1}, logs={0: rank_lines(0, R0)})
+    store.summarize_runs("exp", root)
+    latest = store.summary_path("exp", root)
+    first = latest.resolve()
+    make_run(params={"np": 2}, logs={0: rank_lines(0, R0), 1: rank_lines(1, R1)})
+    store.summarize_runs("exp", root)
+    assert len(pd.read_parquet(first)) == 1, "the first summary was replaced"
+    assert len(pd.read_parquet(latest)) == 2 and latest.resolve() != first
+    assert latest.resolve().parent == root / "exp" / "summary"
+    csv = latest.with_suffix(".csv")
+    assert csv.is_symlink() and csv.resolve().stem == latest.resolve().stem
+    kept = root / "exp" / "summary"
+    assert len(list(kept.glob("*.parquet"))) == 2 and len(list(kept.glob("*.csv"))) == 2
+
+
 def test_results_root_from_environment(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, make_run: MakeRun, rank_lines: Lines
 ) -> None:

@@ -187,6 +187,6 @@ def test_live_figure_displays_once_then_updates_in_place(tmp_path: Path) -> None
     assert len(ids) == 1 and None not in ids  # one display ...
     assert [o.update for o in outputs] == [False, True, True]  # ... updated in place twice
     last = outputs[-1].data["application/vnd.plotly.v1+json"]
-    measured = next(t for t in last["data"] if t["name"] == "lab (measured)")
+    measured = next(t for t in last["data"] if t["name"] == "lab")
     assert measured["x"] == [1, 2, 4]
     assert "text/plain" in outputs[-1].data

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from lab.metrics.records import emit
 
 if TYPE_CHECKING:
-    from lab.bench.synthetic import Config
+    from lab.bench.flags import TrainingConfig as Config
 
 
 # What TensorFlow imports only to accept inputs a lab rank never gives it: pandas (tf_keras's
@@ -176,26 +176,13 @@ class Reporter:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def header(self, params: int, **more: Any) -> None:
-        c = self.cfg
         emit(
             "header",
             rank=self.rank,
             world_size=self.world_size,
-            model=c.model,
             params=params,
-            backend=c.backend,
             device=self.device,
-            batch_size=c.batch_size,
-            image_size=c.image_size,
-            num_classes=c.num_classes,
-            optimizer=c.optimizer,
-            lr=c.lr,
-            warmup_steps=c.warmup_steps,
-            steps=c.steps,
-            monitor=c.monitor,
-            interval=c.interval,
-            alternate=c.alternate,
-            seed=c.seed,
+            **self.cfg.described(),
             host=socket.gethostname(),
             pid=os.getpid(),
             versions=rank_versions(),  # where the rank ran, not the launching machine

@@ -1,8 +1,10 @@
 """What one EasyScale stage asks for, checked before any process starts.
 
-Pure (no torch): the CLI checks its flags with it inside each rank, and the experiment
-side checks the same object before it launches anything, so a placement that cannot be
-made, an unknown determinism level or a malformed device type never reaches a rank.
+Pure (no torch): each rank parses its flags with it (``Config.main_config``, its process
+count from WORLD_SIZE), and the lab checks the same config before it launches anything
+(``Config.from_values``, and the command through lab.bench.flags), so a placement that
+cannot be made, an unknown determinism level or a malformed device type never reaches a
+rank.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from lab.bench import vision_models
+from lab.bench.config import WorkloadConfig, flag, given
 from lab.errors import ParameterError
 
 SYSTEMS = ("est", "ddp", "plain")
@@ -39,6 +42,11 @@ class DeviceSpec:
 
     def text(self) -> str:
         return f"{self.name}:{self.threads}:{self.isa}"
+
+    @classmethod
+    def from_text(cls, text: str) -> DeviceSpec:
+        """The spec ``text()`` wrote (``parse_device``)."""
+        return parse_device(text)
 
 
 def parse_level(level: str) -> tuple[bool, bool]:
@@ -90,42 +98,52 @@ def split_placement(ests: int, processes: int, placement: str | None = None) -> 
 
 
 @dataclass(frozen=True)
-class Config:
-    """One stage of an EasyScale job (or of a baseline), as flags.
+class Config(WorkloadConfig):
+    """One stage of an EasyScale job (or of a baseline): its flags, and its process count.
 
     ``ests`` is the job's number of logical workers for life; ``processes`` how many hold
-    them in this stage; ``devices`` one device type per process (one entry: all alike);
-    ``device`` where the ranks compute: ``cpu`` (gloo) or ``cuda`` (each rank on its
-    LOCAL_RANK's GPU, NCCL); ``backend`` ``auto`` (gloo on the CPU, NCCL on GPUs unless
-    ranks share one) or forced. ``model`` is ``bn_cnn`` or a torchvision paper model
-    (lab.bench.vision_models). ``ddp_beside``: a one-process EST run also times a DDP step
-    (one rank, its own model) after each of its steps, Fig 13's baseline in the same process.
+    them in this stage, which the launch sets (WORLD_SIZE, no flag); ``devices`` one device
+    type per process (one entry: all alike); ``device`` where the ranks compute: ``cpu``
+    (gloo) or ``cuda`` (each rank on its LOCAL_RANK's GPU, NCCL); ``backend`` ``auto``
+    (gloo on the CPU, NCCL on GPUs unless ranks share one) or forced. ``model`` is
+    ``bn_cnn`` or a torchvision paper model (lab.bench.vision_models). ``ddp_beside``: a
+    one-process EST run also times a DDP step (one rank, its own model) after each of its
+    steps, Fig 13's baseline in the same process.
     """
 
-    system: str = "est"
-    ests: int = 4
-    processes: int = 1
-    placement: str | None = None
-    level: str = "D1"
-    devices: tuple[DeviceSpec, ...] = (DeviceSpec(),)
-    reduce: str = "canonical"
-    switch: bool = True
-    digest: bool = False
-    model: str = "bn_cnn"
-    device: str = "cpu"
-    backend: str = "auto"
-    steps: int = 5
-    start_step: int = 0
-    batch_size: int = 8
-    dataset_size: int = 512
-    image_size: int = 16
-    num_classes: int = 10
-    lr: float = 0.05
-    seed: int = 1
-    save: str = ""
-    resume: str = ""
-    stop_file: str = ""
-    ddp_beside: bool = False
+    MODULE = "lab.bench.easyscale"
+    DESCRIPTION = "One stage of an EasyScaleThreads job, or a DDP / plain baseline (torch)."
+
+    system: str = flag("est", ", ".join(SYSTEMS))
+    ests: int = flag(4, "logical workers of the job, for life")
+    processes: int = given(1, "WORLD_SIZE", "processes holding the ESTs in this stage")
+    placement: str | None = flag(None, "ESTs per process, e.g. 2,1,1; none: an even split")
+    level: str = flag("D1", ", ".join(LEVELS))
+    devices: tuple[DeviceSpec, ...] = flag((DeviceSpec(),), "NAME:THREADS:ISA per process")
+    reduce: str = flag("canonical", "DDP: " + " or ".join(REDUCES))
+    switch: bool = flag(True, "switch each EST's context in (off, timing only: ESTs share one)")
+    digest: bool = flag(False, "hash the parameters every step")
+    model: str = flag("bn_cnn", ", ".join(MODELS))
+    device: str = flag("cpu", f"{', '.join(DEVICES)}: where ranks compute")
+    backend: str = flag("auto", ", ".join(BACKENDS))
+    steps: int = flag(5, "mini-batches of this stage")
+    start_step: int = flag(0, "the first mini-batch's number (after a resume)")
+    batch_size: int = flag(8, "per-EST batch size")
+    dataset_size: int = flag(512, "images of the synthetic data set")
+    image_size: int = flag(16, "square input size")
+    num_classes: int = flag(10, "classes of the random labels")
+    lr: float = flag(0.05, "learning rate")
+    seed: int = flag(1, "model, data and RNG seed")
+    save: str = flag("", "checkpoint directory to write at the end")
+    resume: str = flag("", "checkpoint directory to start from")
+    stop_file: str = flag(
+        "",
+        "end early (and checkpoint with --save) after the step during which this file "
+        "appears: how a scheduler rescales a running job",
+    )
+    ddp_beside: bool = flag(
+        False, "est on one process: time a one-rank DDP step after each step (Fig 13)"
+    )
 
     def checked(self) -> Config:
         """This config if it can run; ParameterError naming the first bad field if not."""
@@ -182,39 +200,3 @@ class Config:
 
     def with_(self, **changes: object) -> Config:
         return replace(self, **changes)  # type: ignore[arg-type]
-
-    def argv(self) -> list[str]:
-        """The workload's flags for this config (``python -m lab.bench.easyscale`` + these)."""
-        out = [
-            f"--system={self.system}",
-            f"--ests={self.ests}",
-            f"--level={self.level}",
-            f"--devices={','.join(d.text() for d in self.devices)}",
-            f"--reduce={self.reduce}",
-            f"--model={self.model}",
-            f"--device={self.device}",
-            f"--backend={self.backend}",
-            f"--steps={self.steps}",
-            f"--start-step={self.start_step}",
-            f"--batch-size={self.batch_size}",
-            f"--dataset-size={self.dataset_size}",
-            f"--image-size={self.image_size}",
-            f"--num-classes={self.num_classes}",
-            f"--lr={self.lr!r}",
-            f"--seed={self.seed}",
-        ]
-        if self.placement:
-            out.append(f"--placement={self.placement}")
-        if not self.switch:
-            out.append("--no-switch")
-        if self.digest:
-            out.append("--digest")
-        if self.save:
-            out.append(f"--save={self.save}")
-        if self.resume:
-            out.append(f"--resume={self.resume}")
-        if self.stop_file:
-            out.append(f"--stop-file={self.stop_file}")
-        if self.ddp_beside:
-            out.append("--ddp-beside")
-        return out

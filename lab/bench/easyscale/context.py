@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lab.bench.easyscale.rng import RNGState
 from lab.bench.easyscale.workload import Cursor
 
 SHARED_FILE = "shared.pt"
@@ -35,48 +36,74 @@ def seed_all(seed: int) -> None:
     random.seed(seed)
 
 
+class LiveBuffers:
+    """A model's buffers (BatchNorm statistics and counters), listed once and grouped by
+    (dtype, device), the switch's view of the model.
+
+    torch fuses a multi-tensor copy only over lists of one dtype and device. ResNet50's 159
+    buffers mix float32 statistics with int64 counters, and as one list each buffer became
+    its own copy: 321 ``cudaMemcpyAsync`` per EST micro-batch, ~2.2 ms of CPU per switch in
+    and as much out on an H200 (a launch per buffer before that: ~7 ms). BatchNorm updates
+    its buffers in place, so the tensors a model holds stay the same for a whole run:
+    walking the model's modules for them at every switch (``named_buffers``, out and in)
+    and grouping them again took ~40 µs of a ~70 µs switch on the smoke model. Build it
+    after the model is on its device.
+    """
+
+    def __init__(self, model: Any) -> None:
+        named = list(model.named_buffers())
+        self.names = [n for n, _ in named]
+        self.tensors = [t for _, t in named]
+        by_kind: dict[tuple[Any, Any], list[int]] = {}
+        for i, t in enumerate(self.tensors):
+            by_kind.setdefault((t.dtype, t.device), []).append(i)
+        self.groups = list(by_kind.values())
+        self.grouped = [[self.tensors[i] for i in g] for g in self.groups]
+
+
 @dataclass
 class ESTContext:
     """The state of one logical worker while it is switched out."""
 
     index: int
-    rng: dict[str, Any] = field(default_factory=dict)
+    rng: RNGState = field(default_factory=RNGState)
     buffers: dict[str, Any] = field(default_factory=dict)
     cursor: Cursor = field(default_factory=Cursor)
     grad: Any = None
+    # ``buffers`` in ``LiveBuffers.grouped``'s order, for the LiveBuffers they match
+    _kept: list[list[Any]] = field(default_factory=list, repr=False)
+    _kept_for: LiveBuffers | None = field(default=None, repr=False)
 
-    def capture(self, model: Any) -> None:
-        """Switch out: keep the global RNG states and the model's buffers."""
-        import numpy as np
-        import torch
-
-        self.rng = {
-            "torch": torch.get_rng_state(),
-            "numpy": np.random.get_state(),
-            "python": random.getstate(),
+    def capture(self, live: LiveBuffers) -> None:
+        """Switch out: keep the global RNG states and the model's buffers (copied into the
+        tensors this EST already holds, after its first switch)."""
+        self.rng.capture()
+        if self._matches(live):
+            _copy_groups(self._kept, live.grouped)
+            return
+        self.buffers = {
+            n: t.detach().clone() for n, t in zip(live.names, live.tensors, strict=True)
         }
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            self.rng["cuda"] = torch.cuda.get_rng_state()
-        live = dict(model.named_buffers())
-        if self.buffers.keys() == live.keys() and _same_devices(self.buffers, live):
-            copy_buffers(list(self.buffers.values()), list(live.values()))
-        else:
-            self.buffers = {k: v.detach().clone() for k, v in live.items()}
+        self._group(live)
 
-    def restore(self, model: Any) -> None:
+    def restore(self, live: LiveBuffers) -> None:
         """Switch in: put this EST's RNG states and buffers in place."""
-        import numpy as np
-        import torch
+        self.rng.restore()
+        if not self._matches(live):
+            if not _same_devices(self.buffers, live):  # loaded from a checkpoint onto the CPU
+                self.buffers = {
+                    n: self.buffers[n].to(t.device)
+                    for n, t in zip(live.names, live.tensors, strict=True)
+                }
+            self._group(live)
+        _copy_groups(live.grouped, self._kept)
 
-        torch.set_rng_state(self.rng["torch"])
-        np.random.set_state(self.rng["numpy"])
-        random.setstate(self.rng["python"])
-        if "cuda" in self.rng:
-            torch.cuda.set_rng_state(self.rng["cuda"])
-        live = dict(model.named_buffers())
-        if not _same_devices(self.buffers, live):  # loaded from a checkpoint onto the CPU
-            self.buffers = {k: self.buffers[k].to(v.device) for k, v in live.items()}
-        copy_buffers(list(live.values()), [self.buffers[k] for k in live])
+    def _matches(self, live: LiveBuffers) -> bool:
+        return self._kept_for is live
+
+    def _group(self, live: LiveBuffers) -> None:
+        self._kept = [[self.buffers[live.names[i]] for i in g] for g in live.groups]
+        self._kept_for = live
 
     def keep_grad(self, params: list[Any]) -> None:
         """Copy the gradient of this EST's mini-batch out of ``param.grad`` (one flat tensor)."""
@@ -88,40 +115,30 @@ class ESTContext:
     def to_file(self) -> dict[str, Any]:
         return {
             "index": self.index,
-            "rng": self.rng,
+            "rng": self.rng.to_dict(),
             "buffers": self.buffers,
             "cursor": (self.cursor.epoch, self.cursor.offset),
         }
 
 
-def copy_buffers(targets: list[Any], sources: list[Any]) -> None:
-    """``targets[i] <- sources[i]``, one multi-tensor copy per (dtype, device).
-
-    torch fuses a multi-tensor copy only over lists of one dtype and device. ResNet50's
-    159 buffers mix float32 statistics with int64 counters, and as one list each buffer
-    became its own copy: 321 ``cudaMemcpyAsync`` per EST micro-batch, ~2.2 ms of CPU per
-    switch in and as much out on an H200 (a launch per buffer before that: ~7 ms)."""
+def _copy_groups(targets: list[list[Any]], sources: list[list[Any]]) -> None:
+    """``targets[g] <- sources[g]`` for lists already grouped by (dtype, device)."""
     import torch
 
-    groups: dict[tuple[Any, Any], tuple[list[Any], list[Any]]] = {}
-    for target, source in zip(targets, sources, strict=True):
-        group = groups.setdefault((target.dtype, target.device), ([], []))
-        group[0].append(target)
-        group[1].append(source)
     with torch.no_grad():
-        for group_targets, group_sources in groups.values():
+        for group_targets, group_sources in zip(targets, sources, strict=True):
             torch._foreach_copy_(group_targets, group_sources)
 
 
-def _same_devices(kept: dict[str, Any], live: dict[str, Any]) -> bool:
-    return all(kept[k].device == v.device for k, v in live.items())
+def _same_devices(kept: dict[str, Any], live: LiveBuffers) -> bool:
+    return all(kept[n].device == t.device for n, t in zip(live.names, live.tensors, strict=True))
 
 
-def fresh_context(index: int, seed: int, model: Any) -> ESTContext:
+def fresh_context(index: int, seed: int, live: LiveBuffers) -> ESTContext:
     """A new EST: seeded as DDP rank ``index`` would be, with the model's initial buffers."""
     seed_all(worker_seed(seed, index))
     ctx = ESTContext(index)
-    ctx.capture(model)
+    ctx.capture(live)
     return ctx
 
 
@@ -145,7 +162,8 @@ def load_context(directory: str | Path, index: int) -> ESTContext:
         raise FileNotFoundError(f"no EST {index} in checkpoint {directory}")
     data = torch.load(path, map_location="cpu", weights_only=False)  # RNG states stay on the CPU
     epoch, offset = data["cursor"]
-    return ESTContext(index, data["rng"], data["buffers"], Cursor(epoch, offset))
+    rng = RNGState.from_dict(data["rng"])
+    return ESTContext(index, rng, data["buffers"], Cursor(epoch, offset))
 
 
 def save_shared(directory: str | Path, model: Any, optimizer: Any, step: int, ests: int) -> None:

@@ -16,7 +16,7 @@ from lab.bench.easyscale import context as ctxmod
 from lab.bench.easyscale import sync
 from lab.bench.easyscale.config import Config
 from lab.bench.easyscale.device import clock
-from lab.bench.easyscale.runtime import job_model, loss_of, make_optimizer
+from lab.bench.easyscale.job import job_model, loss_of, make_optimizer
 from lab.bench.easyscale.workload import Cursor, SyntheticImages, next_batch
 from lab.metrics.records import emit
 

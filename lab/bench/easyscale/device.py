@@ -6,7 +6,8 @@ ranks than it has GPUs (worker packing, Fig 10), NCCL refuses two ranks on one G
 jobs use gloo, which reduces CUDA tensors through host memory. The canonical EST-order sum
 is an ``all_gather`` then additions in a fixed order on every backend, so its bits do not
 depend on NCCL's ring or tree either. Timers synchronise the GPU before they read the clock:
-CUDA kernels return before they finish.
+CUDA kernels return before they finish. On an emulated host that declares GPUs (a
+rehearsal) a ``cuda`` rank falls back to the CPU and gloo, and says so (``fallback``).
 """
 
 from __future__ import annotations
@@ -15,12 +16,33 @@ import os
 import time
 from typing import Any
 
+from lab.metrics.rehearsal import EMULATED_GPUS_ENV
+
 
 def cuda_available() -> bool:
     """Whether this machine's torch sees a GPU (imports torch)."""
     import torch
 
     return bool(torch.cuda.is_available())
+
+
+def fallback(kind: str, backend: str) -> tuple[str, str, dict[str, str]]:
+    """The device kind and backend this rank really uses, and what fell back, said.
+
+    On an emulated host that declares GPUs (``$DISTLAB_EMULATED_GPUS``, a rehearsal's
+    host) the GPUs are declared, not there: a ``cuda`` rank computes on the CPU and NCCL
+    becomes gloo; the rank's header records both (``device_fallback``,
+    ``backend_fallback``). Anywhere else nothing falls back: ``--device cuda`` without a
+    GPU is an error. Decided without importing torch: device settings must be applied
+    before it is (lab.bench.easyscale.determinism).
+    """
+    declared = os.environ.get(EMULATED_GPUS_ENV)
+    if kind != "cuda" or not declared:
+        return kind, backend, {}
+    said = {"device_fallback": f"cuda -> cpu (an emulated host declaring {declared} GPUs)"}
+    if backend != "gloo":
+        said["backend_fallback"] = f"{backend} -> gloo"
+    return "cpu", "gloo", said
 
 
 def local_rank() -> int:

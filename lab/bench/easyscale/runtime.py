@@ -2,7 +2,9 @@
 
 Per mini-batch and EST it prints an ``event`` record ``name="est"`` with the EST's loss as
 its exact bit pattern (``loss_hex``, ``float.hex``) and where the time went (switch in,
-compute, gradient copy, switch out); per mini-batch and process a ``step`` record with the
+compute, gradient copy, switch out), with the process's CPU time over the same mini-batch
+(``cpu_seconds``: the length of its work, which other jobs on a shared machine do not
+stretch as they stretch its wall time); per mini-batch and process a ``step`` record with the
 sync time. ``--system plain`` is the same work without ESTs (gradient accumulation over
 the same mini-batches), the baseline of the per-step overhead. The same code runs on the CPU
 and on a GPU: batches are drawn on the CPU (the same bits whatever the device) and moved to
@@ -12,40 +14,16 @@ step is followed by a one-rank DDP step, printed as an ``event`` named ``ddp_ste
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from lab.bench.easyscale import context as ctxmod
-from lab.bench.easyscale import cuda_d1, sync
+from lab.bench.easyscale import sync
 from lab.bench.easyscale.config import Config, parse_level
 from lab.bench.easyscale.device import clock
-from lab.bench.easyscale.workload import Cursor, SyntheticImages, build_model, next_batch
+from lab.bench.easyscale.job import job_model, loss_of, make_optimizer
+from lab.bench.easyscale.workload import Cursor, SyntheticImages, next_batch
 from lab.metrics.records import emit
-
-
-def make_optimizer(params: list[Any], cfg: Config) -> Any:
-    """SGD with momentum and weight decay, the per-parameter loop (same code everywhere):
-    torch's SGD arithmetic without the import of its compiler stack (``optim.SGD``)."""
-    from lab.bench.easyscale.optim import SGD
-
-    return SGD(params, lr=cfg.lr, momentum=0.9, weight_decay=5e-4)
-
-
-def job_model(cfg: Config, device: Any = None) -> Any:
-    """The model every worker starts from (same seed everywhere, initialised on the CPU so
-    every device starts from the same bits), in training mode, on ``device``; at D1 on CUDA
-    with deterministic pooling (``cuda_d1``)."""
-    ctxmod.seed_all(cfg.seed)
-    model = build_model(cfg).train()
-    if device is None:
-        return model
-    if device.type == "cuda" and parse_level(cfg.level)[0]:
-        cuda_d1.replace_pooling(model)
-    return model.to(device)
-
-
-def loss_of(cfg: Config, device: Any) -> Any:
-    """The loss function of every worker of the job (``cuda_d1.loss_function``)."""
-    return cuda_d1.loss_function(device, parse_level(cfg.level)[0])
 
 
 def run_est(cfg: Config, rank: int, device: Any = None) -> None:
@@ -62,14 +40,14 @@ def run_est(cfg: Config, rank: int, device: Any = None) -> None:
     data = SyntheticImages(cfg)
     mine = cfg.ests_of(rank)
     counts = cfg.counts()
+    first = ctxmod.load_shared(cfg.resume, model, opt, cfg.ests) if cfg.resume else cfg.start_step
+    live = ctxmod.LiveBuffers(model)  # after the load: what the switches copy in and out
     if cfg.resume:
-        first = ctxmod.load_shared(cfg.resume, model, opt, cfg.ests)
         contexts = [ctxmod.load_context(cfg.resume, i) for i in mine]
     else:
-        first = cfg.start_step
-        contexts = [ctxmod.fresh_context(i, cfg.seed, model) for i in mine]
+        contexts = [ctxmod.fresh_context(i, cfg.seed, live) for i in mine]
     if not cfg.switch:
-        contexts[0].restore(model)
+        contexts[0].restore(live)
     beside = None
     if cfg.ddp_beside:
         from lab.bench.easyscale.ddp import DDPStepper
@@ -80,9 +58,10 @@ def run_est(cfg: Config, rank: int, device: Any = None) -> None:
         began = clock(device)
         grads = []
         for ctx in contexts:
+            c0 = time.process_time()
             t0 = clock(device)
             if cfg.switch:
-                ctx.restore(model)
+                ctx.restore(live)
             t1 = clock(device)
             x, y = next_batch(data, cfg, ctx.index, ctx.cursor)
             x, y = x.to(device), y.to(device)
@@ -94,8 +73,9 @@ def run_est(cfg: Config, rank: int, device: Any = None) -> None:
             ctx.keep_grad(params)
             t3 = clock(device)
             if cfg.switch:
-                ctx.capture(model)
+                ctx.capture(live)
             t4 = clock(device)
+            c4 = time.process_time()
             grads.append(ctx.grad)
             value = float(loss.detach())
             emit(
@@ -107,6 +87,7 @@ def run_est(cfg: Config, rank: int, device: Any = None) -> None:
                 loss=value,
                 loss_hex=value.hex(),
                 seconds=t4 - t0,
+                cpu_seconds=c4 - c0,
                 switch_in=t1 - t0,
                 compute=t2 - t1,
                 grad_copy=t3 - t2,

@@ -5,3 +5,7 @@ Modules: ``schedule`` (pure: keys, placement, queue order), ``models``, ``config
 (checked settings and the rank command), ``transport`` (gloo messages), ``ps`` (worker and
 server roles), ``run`` (the rank program).
 """
+
+from lab.bench.p3.config import P3Config as Config  # what lab.bench.flags checks a command with
+
+__all__ = ["Config"]

@@ -1,14 +1,17 @@
-"""One P3 run's settings: checked before launch (``check``) and turned into the ranks'
-command line (``argv``), so the lab side and the ranks read the same flags."""
+"""One P3 run's settings as the workload's typed config (lab.bench.config): the rank
+parses its flags with it, the lab checks a point with it before launch and writes the
+ranks' command from it, so both sides read the same flags."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import dataclasses
 
+from lab.bench.config import WorkloadConfig, flag
 from lab.bench.p3.models import PAPER_MODELS, SMOKE_MODELS
 from lab.bench.p3.schedule import (
     MXNET_BIGARRAY_BOUND,
     P3_SLICE_ELEMENTS,
+    SCHEDULES,
     check_schedule,
     check_servers,
     check_slice_elements,
@@ -18,50 +21,41 @@ from lab.errors import ParameterError
 DEFAULT_SOCKBUF = 131_072
 
 
-@dataclass(frozen=True)
-class P3Config:
-    """Settings of ``python -m lab.bench.p3``.
+@dataclasses.dataclass(frozen=True)
+class P3Config(WorkloadConfig):
+    """Settings of ``python -m lab.bench.p3`` (see ``--help``). ``checked()`` checks what
+    needs no cluster; ``check(hosts)`` also the servers against the hosts."""
 
-    Args:
-        schedule: ``baseline``, ``slicing`` or ``p3``.
-        model: a name from ``lab.bench.p3.models``.
-        batch_size: images per worker and step.
-        image_size: input side (32 at smoke scale, 224 or 299 at paper scale).
-        steps: timed steps; ``warmup_steps`` come first and are not timed.
-        slice_elements: slice size of ``slicing``/``p3`` (P3's code: 40,000).
-        servers: server shards, on the first hosts; None for one per host.
-        big_bound: the size from which ``baseline`` splits a tensor over the servers.
-        lr: SGD learning rate, applied to the sum of the workers' gradients.
-        sockbuf: SO_SNDBUF/SO_RCVBUF of every socket, bytes (0: the kernel's defaults).
-        trace_steps: how many of the last steps emit per-slice and per-layer records.
-        seed: initialisation and data seed.
-        dump: a directory where every rank saves its final parameters (tests).
-    """
+    MODULE = "lab.bench.p3"
+    DESCRIPTION = "P3's synchronous parameter server on torch.distributed (one rank a host)."
 
-    schedule: str = "p3"
-    model: str = "vgg_like"
-    batch_size: int = 16
-    image_size: int = 32
-    steps: int = 8
-    warmup_steps: int = 2
-    slice_elements: int = P3_SLICE_ELEMENTS
-    servers: int | None = None
-    big_bound: int = MXNET_BIGARRAY_BOUND
-    lr: float = 0.01
-    sockbuf: int = DEFAULT_SOCKBUF
-    trace_steps: int = 2
-    seed: int = 1
-    dump: str | None = None
+    schedule: str = flag("p3", ", ".join(SCHEDULES))
+    model: str = flag("vgg_like", "a name from lab.bench.p3.models")
+    batch_size: int = flag(16, "images per worker and step")
+    image_size: int = flag(32, "input side (32 at smoke scale, 224 or 299 at paper scale)")
+    steps: int = flag(8, "timed steps")
+    warmup_steps: int = flag(2, "untimed steps before them")
+    slice_elements: int = flag(P3_SLICE_ELEMENTS, "slice size of slicing and p3")
+    servers: int | None = flag(None, "server shards, on the first hosts (None: one a host)")
+    big_bound: int = flag(
+        MXNET_BIGARRAY_BOUND, "the size from which baseline splits a tensor over the servers"
+    )
+    lr: float = flag(0.01, "SGD learning rate, applied to the sum of the workers' gradients")
+    sockbuf: int = flag(DEFAULT_SOCKBUF, "SO_SNDBUF/SO_RCVBUF of every socket (0: the kernel's)")
+    trace_steps: int = flag(2, "how many of the last steps emit per-slice and per-layer records")
+    seed: int = flag(1, "initialisation and data seed")
+    dump: str | None = flag(None, "a directory where every rank saves its final parameters")
+    profile: str | None = flag(
+        None, "a directory where every rank writes a CPU profile of all its threads (rank<N>.prof)"
+    )
 
-    def check(self, hosts: int) -> P3Config:
-        """Raise ParameterError, naming the parameter, for anything that cannot run on
-        ``hosts`` hosts; return self."""
+    def checked(self) -> P3Config:
+        """This config if every setting can run on some cluster; ParameterError naming
+        the first that cannot."""
         check_schedule(self.schedule)
         check_slice_elements(self.slice_elements)
         if self.model not in (*SMOKE_MODELS, *PAPER_MODELS):
             raise ParameterError("model", self.model, ", ".join((*SMOKE_MODELS, *PAPER_MODELS)))
-        if self.servers is not None:
-            check_servers(self.servers, hosts)
         for name, low in (("batch_size", 1), ("image_size", 8), ("steps", 1), ("big_bound", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -74,10 +68,10 @@ class P3Config:
             raise ParameterError("lr", self.lr, "a number > 0")
         return self
 
-    def argv(self, python: str = "python") -> list[str]:
-        """The rank command: ``python -m lab.bench.p3 --schedule ... --model ...``."""
-        out = [python, "-m", "lab.bench.p3"]
-        for name, value in asdict(self).items():
-            if value is not None:
-                out += [f"--{name.replace('_', '-')}", str(value)]
-        return out
+    def check(self, hosts: int) -> P3Config:
+        """``checked()`` and the servers placed on ``hosts`` hosts (one a host at most);
+        ParameterError naming the parameter; returns self."""
+        self.checked()
+        if self.servers is not None:
+            check_servers(self.servers, hosts)
+        return self

@@ -20,15 +20,15 @@ beyond ``records``.
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import logging
 import os
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from lab.bench.flags import check_counts, parse_checked, training_parser
+from lab.bench.config import flag
+from lab.bench.flags import TrainingConfig
 from lab.bench.p3 import mxnet_models
 from lab.errors import ParameterError
 from lab.metrics.records import emit
@@ -36,47 +36,38 @@ from lab.metrics.records import emit
 KVSTORES = ("dist_sync", "dist_device_sync", "dist_async")
 
 
-@dataclass(frozen=True)
-class MXNetConfig:
-    """A worker's settings (see ``--help``)."""
+@dataclasses.dataclass(frozen=True)
+class Config(TrainingConfig):
+    """A worker's settings (see ``--help``); the models are lab.bench.p3.mxnet_models'."""
 
-    model: str
-    batch_size: int
-    image_size: int
-    num_classes: int
-    steps: int
-    warmup_steps: int
-    lr: float
-    seed: int
-    kvstore: str
+    MODULE = "lab.bench.p3.mxnet_workload"
+    DESCRIPTION = __doc__.splitlines()[0]
 
+    model: str = flag("vgg_like", ", ".join(mxnet_models.MODELS))
+    warmup_steps: int = flag(2, "steps run before timing counts (>= 1: Speedometer's start)")
+    steps: int = flag(8, "timed steps (per worker)")
+    kvstore: str = flag("dist_sync", ", ".join(KVSTORES))
 
-def parser() -> argparse.ArgumentParser:
-    p = training_parser(
-        "python -m lab.bench.p3.mxnet_workload", __doc__.splitlines()[0], steps=8, warmup_steps=2
-    )
-    p.set_defaults(model="vgg_like")
-    p.add_argument("--kvstore", default="dist_sync", help=", ".join(KVSTORES))
-    return p
+    def checked(self) -> Config:
+        cfg = super().checked()
+        if cfg.warmup_steps < 1:  # Speedometer needs one step to start its clock
+            raise ParameterError("warmup_steps", cfg.warmup_steps, "an integer >= 1")
+        if cfg.kvstore not in KVSTORES:
+            raise ParameterError("kvstore", cfg.kvstore, ", ".join(KVSTORES))
+        return cfg
 
-
-def config(ns: argparse.Namespace) -> MXNetConfig:
-    """The checked settings; ParameterError names the first bad one."""
-    model = mxnet_models.check_model(ns.model)
-    check_counts(ns)
-    if ns.warmup_steps < 1:  # Speedometer needs one step to start its clock
-        raise ParameterError("warmup-steps", ns.warmup_steps, "an integer >= 1")
-    if ns.kvstore not in KVSTORES:
-        raise ParameterError("kvstore", ns.kvstore, ", ".join(KVSTORES))
-    size = mxnet_models.default_image_size(model) if ns.image_size is None else ns.image_size
-    if size < 8:
-        raise ParameterError("image-size", size, "an integer >= 8")
-    return MXNetConfig(model, ns.batch_size, size, ns.num_classes, ns.steps, ns.warmup_steps,
-                       ns.lr, ns.seed, ns.kvstore)  # fmt: skip
+    def model_and_size(self) -> tuple[str, int]:
+        model = mxnet_models.check_model(self.model)
+        size = (
+            mxnet_models.default_image_size(model) if self.image_size is None else self.image_size
+        )
+        if size < 8:
+            raise ParameterError("image_size", size, "an integer >= 8")
+        return model, size
 
 
-def parse_args(argv: Sequence[str] | None = None) -> MXNetConfig:
-    return parse_checked(parser(), config, argv)
+def parse_args(argv: Sequence[str] | None = None) -> Config:
+    return Config.main_config(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,7 +6,7 @@ Schedules differ only here and in the key plan: ``baseline`` and ``slicing`` ans
 push with an acknowledgement once the key is updated, and the worker then sends a
 separate pull; ``p3`` answers every push with the updated values (merged push/pull), and
 its queues, at the worker and at the server, hand out the key of the layer nearest the
-input first. The server's inbox is ordered the same way as its sender.
+input first.
 """
 
 from __future__ import annotations
@@ -83,7 +83,23 @@ class Sender:
 
 
 class Server:
-    """The shard of rank ``rank``: the keys it owns, their values, and their sums."""
+    """The shard of rank ``rank``: the keys it owns, their values, and the pushes of the
+    current step.
+
+    A push or pull is handled in the thread that delivers it (the receiving thread of its
+    peer, or the local worker's sender), under one lock: summing two slices takes
+    microseconds, so a thread of the server's own would only add a hand-over per message
+    and never hold a backlog to reorder. What leaves the server does queue, in its outbox,
+    by priority under p3, and its sender sends one message at a time.
+
+    No tensor is copied on the way through: a push's payload (a worker's gradient slice,
+    or the Wire's buffer for that key) is kept until the key's update, which sums the
+    pushes into a buffer of the key's own (``torch.add(..., out=)``); values are sent from
+    the shard's tensor itself, since no push of the next step, and so no update, can
+    arrive before every worker has its value (see lab.bench.p3.transport.Wire). The shard's
+    tensors may be the local worker's parameter slices: an update then is the local
+    worker's new values, and its value message only says they are there.
+    """
 
     def __init__(
         self,
@@ -97,52 +113,50 @@ class Server:
         send: Callable[[int, int, int, int, Any], None],
         trace: Trace,
     ) -> None:
+        import torch
+
+        self._add = torch.add
         self.rank, self.workers, self.lr, self.merged = rank, workers, lr, merged
         self.keys = {k.id: k for k in keys if k.server == rank}
         self.values = values  # key id -> flat tensor (this shard's copy)
-        self.sums: dict[int, Any] = {}
-        self.counts = dict.fromkeys(self.keys, 0)
+        self.pushes: dict[int, list[Any]] = {k: [] for k in self.keys}
+        self.sums = {k: v.new_empty(v.shape) for k, v in values.items()} if workers > 1 else {}
         self.trace = trace
-        self.inbox: SendQueue = SendQueue(by_priority)
+        self._lock = threading.Lock()
         self.outbox: SendQueue = SendQueue(by_priority)
         self.sender = Sender(self.outbox, send, trace, f"server-{rank}-send")
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, name=f"server-{rank}", daemon=True)
-        self.thread.start()
 
     def receive(self, kind: int, key: int, step: int, src: int, payload: Any) -> None:
-        self.inbox.put((kind, key, step, src, payload), self.keys[key].layer)
+        """Handle one push or pull of ``key`` from worker ``src``."""
+        layer = self.keys[key].layer
+        if kind == PULL:
+            self.outbox.put((src, VALUE, key, step, self.values[key]), layer)
+            return
+        with self._lock:
+            pushes = self.pushes[key]
+            pushes.append(payload)
+            if len(pushes) < self.workers:
+                return
+            self.values[key].sub_(self._sum(key, pushes), alpha=self.lr)
+            pushes.clear()
+        self.trace.slice(step, key, "update")
+        for w in range(self.workers):
+            if self.merged:
+                self.outbox.put((w, VALUE, key, step, self.values[key]), layer)
+            else:
+                self.outbox.put((w, ACK, key, step, None), layer)
 
-    def _run(self) -> None:
-        try:
-            while (item := self.inbox.get()) is not None:
-                kind, key, step, src, payload = item
-                layer = self.keys[key].layer
-                if kind == PULL:
-                    self.outbox.put((src, VALUE, key, step, self.values[key].clone()), layer)
-                    continue
-                if self.counts[key] == 0:
-                    self.sums[key] = payload.clone()
-                else:
-                    self.sums[key].add_(payload)
-                self.counts[key] += 1
-                if self.counts[key] < self.workers:
-                    continue
-                self.values[key].sub_(self.sums[key], alpha=self.lr)
-                self.counts[key] = 0
-                self.trace.slice(step, key, "update")
-                for w in range(self.workers):
-                    if self.merged:
-                        self.outbox.put((w, VALUE, key, step, self.values[key].clone()), layer)
-                    else:
-                        self.outbox.put((w, ACK, key, step, None), layer)
-        except BaseException as e:
-            self.error = e
+    def _sum(self, key: int, pushes: list[Any]) -> Any:
+        """The pushes' sum, added in arrival order (as one running sum would)."""
+        if len(pushes) == 1:
+            return pushes[0]
+        total = self._add(pushes[0], pushes[1], out=self.sums[key])
+        for p in pushes[2:]:
+            total.add_(p)
+        return total
 
     def close(self) -> None:
-        """End both threads once their queues are drained (see JOIN_S)."""
-        self.inbox.close()
-        self.thread.join(timeout=JOIN_S)
+        """End the sending thread once its queue is drained (see JOIN_S)."""
         self.outbox.close()
         self.sender.join()
 
@@ -172,12 +186,18 @@ class Worker:
     ) -> None:
         self.rank, self.keys, self.flats, self.merged = rank, list(keys), flats, merged
         self.trace = trace
-        self.versions = [0] * len(self.keys)
+        # each key's slice of its parameter: where its values go (a view, made once)
+        self.views = [flats[k.tensor][k.start : k.stop] for k in self.keys]
+        # per layer: the step whose values it holds (step + 1 once step's have all come)
+        # and how many of its keys' values of the next step have come: the training loop
+        # is woken once a layer is complete, not once per slice
         self.by_tensor: dict[int, list[Key]] = {}
         self.by_layer: dict[int, list[int]] = {}
         for k in self.keys:
             self.by_tensor.setdefault(k.tensor, []).append(k)
             self.by_layer.setdefault(k.layer, []).append(k.id)
+        self.layer_version = dict.fromkeys(self.by_layer, 0)
+        self.arrived = dict.fromkeys(self.by_layer, 0)
         self.cond = threading.Condition()
         self.queue: SendQueue = SendQueue(by_priority)
         self.sender = Sender(self.queue, send, trace, f"worker-{rank}-send")
@@ -195,17 +215,22 @@ class Worker:
             self.trace.slice(step, key, "ack")
             self.queue.put((k.server, PULL, key, step, None), k.layer)
             return
-        self.flats[k.tensor][k.start : k.stop].copy_(payload)
+        view = self.views[key]
+        if payload is not view:  # else the transport received it in place
+            view.copy_(payload)
         self.trace.slice(step, key, "value")
-        with self.cond:
-            self.versions[key] = step + 1
-            self.cond.notify_all()
+        with self.cond:  # a layer's values of step s all come before any of step s + 1
+            layer = k.layer
+            self.arrived[layer] += 1
+            if self.arrived[layer] == len(self.by_layer[layer]):
+                self.arrived[layer] = 0
+                self.layer_version[layer] = step + 1
+                self.cond.notify_all()
 
     def wait_layer(self, layer: int, step: int, check: Callable[[], None]) -> None:
         """Block until every key of ``layer`` holds the values of ``step - 1``'s update."""
-        ids = self.by_layer.get(layer, ())
         with self.cond:
-            while not all(self.versions[i] >= step for i in ids):
+            while self.layer_version.get(layer, step) < step:  # (a layer without keys: none)
                 self.cond.wait(timeout=1.0)
                 check()
 

@@ -13,12 +13,10 @@ seconds from the step's start) and ``layer`` (backward end, forward wait start a
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -32,17 +30,14 @@ from lab.metrics.records import emit
 
 
 def parse(argv: Sequence[str] | None) -> tuple[P3Config, int, int]:
-    p = argparse.ArgumentParser(prog="python -m lab.bench.p3", description=__doc__)
-    for f in fields(P3Config):
-        kind = {"schedule": str, "model": str, "lr": float, "dump": str}.get(f.name, int)
-        p.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=f.default)
-    ns = p.parse_args(argv)
+    """The checked config, this rank and the world size; a bad flag prints the usage and
+    what is allowed and exits with 2."""
+    cfg = P3Config.main_config(argv)
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    cfg = P3Config(**vars(ns))
     try:
         cfg.check(world)
     except ParameterError as e:
-        p.error(str(e))
+        P3Config.usage_error(str(e))
     return cfg, rank, world
 
 
@@ -92,9 +87,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             assert wire is not None
             wire.send(dst, kind, key, step, payload)
 
+    profiles = None
+    if cfg.profile:  # from here on: the parameter server's threads and the training loop
+        from lab.bench.profiling import ThreadProfiles
+
+        profiles = ThreadProfiles()
+        profiles.start()
     worker = Worker(rank, keys, flats, merged, by_priority, send, trace)
     if rank < servers:
-        values = {k.id: flats[k.tensor][k.start : k.stop].clone() for k in keys if k.server == rank}
+        # the shard's values of its keys are the local worker's parameter slices: the same
+        # numbers on every host after every update, so a local value needs no copy
+        values = {k.id: worker.views[k.id] for k in keys if k.server == rank}
         server = Server(rank, keys, values, world, cfg.lr, merged, by_priority, send, trace)
     sockets: list[tuple[int, int]] = []
     if world > 1:
@@ -108,12 +111,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             target.receive(kind, key, step, src, payload)
 
         expect = {p: expected(keys, p, rank, merged) for p in range(world) if p != rank}
-        wire = Wire(rank, expect, total, deliver)
+        # a value comes from one server only: it is received straight into the parameter
+        into = {(VALUE, k.id): worker.views[k.id] for k in keys if k.server != rank}
+        wire = Wire(rank, expect, total, deliver, into, inline=cfg.slice_elements)
         wire.start()
         dist.barrier()
 
     def check() -> None:
-        for part in (worker.sender, server, server.sender if server else None, wire):
+        for part in (worker.sender, server.sender if server else None, wire):
             err = getattr(part, "error", None) or (getattr(part, "errors", None) or [None])[0]
             if err is not None:
                 raise RuntimeError(f"parameter server thread failed: {err!r}") from err
@@ -167,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         trace.mark(step, "backward_start")
         loss.backward()
         trace.mark(step, "backward_end")
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         if step > 0:
             _step_record(rank, cfg, step - 1, starts[step] - starts[step - 1], losses[step - 1])
     # Every step's record holds one wait, for the values of the step before. The last
@@ -207,6 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         server.close()
     if world > 1:
         dist.destroy_process_group()
+    if profiles is not None:
+        profiles.dump(Path(cfg.profile) / f"rank{rank}.prof")
     return 0
 
 

@@ -7,17 +7,18 @@ import ipaddress
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from lab.cluster.emulation import cgroups, fair, netns, shaping, startup, state
+from lab.cluster.emulation import cgroups, fair, netns, removal, shaping, startup, state
+from lab.cluster.emulation.keeper import Keeper
 from lab.cluster.emulation.spec import HostSpec, host_specs, requested_subnet
 from lab.cluster.inventory import Cluster, Host
 from lab.errors import LaunchError
+from lab.metrics.rehearsal import EMULATED_GPUS_ENV
 
 log = logging.getLogger(__name__)
 ENTER = str(Path(__file__).with_name("enter.py"))
@@ -42,9 +43,14 @@ def missing() -> str | None:
 
 def host_env(host: Host) -> dict[str, str]:
     """Defaults that make engines in a host use its bridge interface, not loopback, and
-    the host's fair settings (lab.cluster.emulation.fair)."""
+    the host's fair settings (lab.cluster.emulation.fair). A host that declares GPUs
+    (``emulated: {gpus: N}``, a rehearsal's) has none: its ranks are told so by
+    ``DISTLAB_EMULATED_GPUS=N``, and their device code falls back to the CPU and NCCL to
+    gloo, saying so (lab.bench.easyscale.device)."""
     iface = netns.HOST_IFNAME
+    declared = {EMULATED_GPUS_ENV: str(host.gpus)} if host.gpus > 0 else {}
     return {
+        **declared,
         **_FAIR.get(host.namespace or "", {}),
         "GLOO_SOCKET_IFNAME": iface,
         "TP_SOCKET_IFNAME": iface,
@@ -87,7 +93,9 @@ def prepare(cluster: Cluster, sshd: bool = False) -> Iterator[Cluster]:
     """Create the cluster's hosts; yield it with namespaces and addresses; remove them.
 
     A cluster without ``emulated`` is yielded unchanged. Stale objects of lab runs whose
-    owner died are removed first. Removal also runs when the body raises.
+    owner died are removed first. Removal also runs when the body raises, and, should this
+    process die (even by ``kill -9``), the cluster's keeper (lab.cluster.emulation.keeper)
+    does it within seconds.
 
     Args:
         cluster: the cluster; its ``emulated`` section says what to create.
@@ -109,26 +117,35 @@ def prepare(cluster: Cluster, sshd: bool = False) -> Iterator[Cluster]:
     with state.locked():
         cleanup_stale()
         rec = _plan(cluster, specs, driver, sshd or bool((cluster.emulated or {}).get("sshd")))
+        keeper = None
         try:
+            keeper = Keeper.start(rec)
+            keeper.confirm()  # watching before any object exists, so none outlives a kill
             up = _build(cluster, specs, rec, driver)
         except BaseException:
             _teardown_after_error(rec)
+            if keeper is not None:
+                keeper.release()
             raise
     try:
         yield up
     except BaseException:
         with state.locked():
             _teardown_after_error(rec)
+        keeper.release()
         raise
-    with state.locked():
-        _teardown(rec)
+    try:
+        with state.locked():
+            teardown(rec)
+    finally:
+        keeper.release()
 
 
 def _teardown_after_error(rec: state.Record) -> None:
     """Tear down while an error propagates: a removal problem is logged, not raised, so
     the error that ended the run stays the one the caller sees."""
     try:
-        _teardown(rec)
+        teardown(rec)
     except LaunchError as e:
         log.error("%s", e)
 
@@ -140,7 +157,7 @@ def _plan(
     subnet = netns.pick_subnet(requested_subnet(cluster.emulated or {}), live)
     if len(specs) > subnet.num_addresses - 3:
         raise LaunchError(f"{len(specs)} hosts do not fit in subnet {subnet}")
-    tag = state.new_tag()
+    tag = _free_tag(driver)
     parent = driver.base / state.cgroup_dir(tag)
     rec = state.Record(
         tag=tag,
@@ -154,6 +171,19 @@ def _plan(
     )
     rec.save()  # before anything exists: a crash from here on leaves a complete list
     return rec
+
+
+def _free_tag(driver: cgroups.CgroupDriver) -> str:
+    """A tag that no record, namespace, link or cgroup on this machine carries yet: a
+    failed start removes every object its tag names, so a tag drawn twice would remove
+    another run's hosts."""
+    names = [*netns.list_netns(), *netns.list_links()]
+    for _ in range(100):
+        tag = state.new_tag()
+        taken = any(tag in n for n in names) or (driver.base / state.cgroup_dir(tag)).exists()
+        if not taken and not any(state.state_dir().glob(f"{tag}*")):
+            return tag
+    raise LaunchError("no unused emulation tag found in 100 draws")
 
 
 def _build(
@@ -205,63 +235,37 @@ def _build(
     return replace(cluster, hosts=tuple(hosts), extra=extra)
 
 
-def _teardown(rec: state.Record) -> None:
-    """Remove every object ``rec`` names (absent ones are fine), then the record itself."""
-    errors: list[str] = []
+def teardown(rec: state.Record) -> None:
+    """Stop this process's sshds of ``rec``'s cluster and forget its hosts, then remove
+    every object it names (lab.cluster.emulation.removal)."""
     if rec.tag in _SERVERS:
         from lab.cluster.emulation import sshd
 
         sshd.stop(_SERVERS.pop(rec.tag))
-    existing = set(netns.list_netns())
     for ns in rec.netns:
         _ACTIVE.pop(ns, None)
         _FAIR.pop(ns, None)
-        if ns in existing:
-            for pid in netns.netns_pids(ns):
-                log.warning("ending pid %d left in namespace %s", pid, ns)
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-    driver = cgroups.CgroupDriver(rec.cgroup_version, Path("/"))
-    steps = [
-        *((driver.remove, Path(g)) for g in rec.cgroups),
-        *((netns.delete_link, link) for link in rec.links),
-        (netns.delete_link, rec.bridge),
-        *((netns.delete_netns, ns) for ns in rec.netns if ns in existing),
-        *([(_remove_files, rec.files)] if rec.files else []),
-    ]
-    for fn, arg in steps:
-        try:
-            fn(arg)
-        except (OSError, LaunchError) as e:
-            errors.append(f"{arg}: {e}")
-    if errors:
-        raise LaunchError(
-            f"emulated cluster {rec.tag} was not fully removed ({'; '.join(errors)}); "
-            f"its record {rec.path} stays so that the next start retries"
-        )
-    rec.drop()
-    log.info("emulated cluster %s removed", rec.tag)
-
-
-def _remove_files(path: str) -> None:
-    shutil.rmtree(path, ignore_errors=True)
+    removal.remove(rec)
 
 
 def cleanup_stale() -> list[str]:
     """Remove the objects of records whose owner died (or that this process failed to
-    remove); the tags cleaned. Objects no record names are left alone."""
+    remove) and whose keeper is gone too; the tags cleaned. Objects no record names are
+    left alone."""
     cleaned = []
     active_tags = {ns.split("-")[1] for ns in _ACTIVE}
     for rec in state.records():
         mine_but_dropped = rec.pid == os.getpid() and rec.tag not in active_tags
         if rec.owner_alive() and not mine_but_dropped:
             continue
+        if rec.keeper_alive():
+            continue  # it removes the cluster itself (or is about to)
         if not rec.names_are_ours():
             log.error("record %s names objects without its tag; not touching them", rec.path)
             continue
         log.warning("removing stale emulated cluster %s (owner pid %d gone)", rec.tag, rec.pid)
         try:
-            _teardown(rec)
+            teardown(rec)
         except LaunchError as e:
             log.error("%s", e)  # a new cluster gets another tag and subnet; go on
             continue

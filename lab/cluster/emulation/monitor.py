@@ -23,8 +23,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from lab.metrics.hostload import HOSTS_FILE
+
 log = logging.getLogger(__name__)
-HOSTS_FILE = "hostload.jsonl"  # hosts.jsonl is lab.cluster.emulation.hoststats's
 TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -131,13 +132,3 @@ class HostMonitor:
                 fh.write(lines)
         except OSError as e:  # the host is being taken down; the run goes on
             log.debug("host sample failed: %s", e)
-
-
-def read_hosts(run_dir: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(each host's share, link and veth; the samples) of a run; empty without a file."""
-    path = Path(run_dir) / HOSTS_FILE
-    if not path.is_file():
-        return {}, []
-    lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-    head = lines[0].get("hosts", {}) if lines and lines[0].get("kind") == "hosts" else {}
-    return head, [x for x in lines if "host" in x]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
-import shutil
 import subprocess
 from collections.abc import Iterable, Sequence
 
@@ -52,20 +51,14 @@ def _gone(err: CommandError) -> bool:
     return any(s in text for s in ("cannot find device", "no such file", "does not exist"))
 
 
-def require_ip() -> str:
-    path = shutil.which("ip")
-    if path is None:
-        raise LaunchError("emulated clusters need iproute2's 'ip' (apt-get install iproute2)")
-    return path
-
-
 def list_netns() -> list[str]:
     out = run(["ip", "-j", "netns", "list"])
     return [entry["name"] for entry in json.loads(out or "[]")]
 
 
-def link_exists(name: str) -> bool:
-    return run(["ip", "link", "show", "dev", name], check=False).strip() != ""
+def list_links() -> list[str]:
+    """Names of the root namespace's links (a veth's peer inside a namespace is not one)."""
+    return [link["ifname"] for link in json.loads(run(["ip", "-j", "link", "show"]) or "[]")]
 
 
 def used_networks() -> list[ipaddress.IPv4Network]:

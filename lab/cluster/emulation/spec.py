@@ -21,7 +21,7 @@ _TIME_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(s|ms|us|µs)?\s*$", re.I)
 _RATE_SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
 _TIME_SCALE = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
 KNOWN_KEYS = frozenset(
-    {"hosts", "slots", "cpu", "link", "overrides", "subnet", "sshd", "fair", "startup"}
+    {"hosts", "slots", "gpus", "cpu", "link", "overrides", "subnet", "sshd", "fair", "startup"}
 )
 
 

@@ -1,11 +1,13 @@
 """What the lab created in the kernel, written down before it is created.
 
 Each emulated cluster gets a random tag that names all of its objects and an owner
-record ``~/.cache/distlab/emulation/<tag>.json`` (owner pid, its start time, boot id, and
-every namespace, link and cgroup it will make). A record is written *before* its objects
-exist, so a kernel killed half-way still leaves a complete list. At the next start, records
-whose owner is gone are cleaned up; objects that no record names are never touched, even
-when their names look like the lab's.
+record ``~/.cache/distlab/emulation/<tag>.json`` (owner pid, its start time, boot id, its
+keeper's pid and start time, and every namespace, link and cgroup it will make). A record
+is written *before* its objects exist, so a kernel killed half-way still leaves a complete
+list. The keeper (lab.cluster.emulation.keeper) removes them within seconds of the owner's
+death; should the keeper die too, the next start cleans up records whose owner and keeper
+are both gone. Objects that no record names are never touched, even when their names look
+like the lab's.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ import secrets
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from lab.metrics.liveness import boot_id as _boot_id
+from lab.metrics.liveness import start_time as _start_time
 
 log = logging.getLogger(__name__)
 PREFIX = "distlab"
@@ -52,22 +57,6 @@ def cgroup_dir(tag: str) -> str:
     return f"{PREFIX}-{tag}"
 
 
-def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
-def _start_time(pid: int) -> int | None:
-    """Clock ticks after boot at which ``pid`` started (tells a reused pid apart)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
-
-
 @dataclass
 class Record:
     """One emulated cluster's objects and who owns them."""
@@ -83,6 +72,8 @@ class Record:
     netns: list[str] = field(default_factory=list)
     cgroups: list[str] = field(default_factory=list)  # children before parents
     files: str = ""  # the cluster's own directory (sshd keys and logs), if any
+    keeper_pid: int | None = None  # the process that removes all this if the owner dies
+    keeper_start_time: int | None = None
 
     def __post_init__(self) -> None:
         if self.start_time is None:
@@ -97,6 +88,13 @@ class Record:
             return False
         return _start_time(self.pid) == self.start_time
 
+    def keeper_alive(self) -> bool:
+        """Whether this cluster's keeper (lab.cluster.emulation.keeper) still runs: while
+        it does, the cluster is its to remove, even after the owner died."""
+        if self.keeper_pid is None or self.boot_id != _boot_id():
+            return False
+        return _start_time(self.keeper_pid) == self.keeper_start_time
+
     def save(self) -> None:
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(asdict(self), indent=1))
@@ -106,11 +104,19 @@ class Record:
         self.path.unlink(missing_ok=True)
 
     def names_are_ours(self) -> bool:
-        """Guard against a corrupted record naming objects that are not the lab's."""
+        """Guard against a corrupted record naming objects that are not the lab's: every
+        cgroup lies under the tag's own directory, reached without ``..`` (its processes
+        are killed and the directory removed), and so does the files directory."""
         names = [self.bridge, *self.links, *self.netns, Path(self.files).name]
-        groups = all(cgroup_dir(self.tag) in Path(c).parts for c in self.cgroups)
-        files = not self.files or Path(self.files).parent == state_dir()
+        groups = all(_plain(c) and cgroup_dir(self.tag) in Path(c).parts for c in self.cgroups)
+        files = not self.files or (_plain(self.files) and Path(self.files).parent == state_dir())
         return groups and files and all(self.tag in n for n in names if n)
+
+
+def _plain(path: str) -> bool:
+    """An absolute path without ``..`` or ``.`` parts: it names what it says."""
+    p = Path(path)
+    return p.is_absolute() and not any(part in ("..", ".") for part in path.split("/"))
 
 
 def records() -> list[Record]:

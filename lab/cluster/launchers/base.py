@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from lab.cluster.inventory import Cluster, Host, Slot
+from lab.cluster.ports import free_port
 from lab.errors import LaunchError, ParameterError
 
 
@@ -32,6 +33,8 @@ class Job:
         timeout: seconds until the whole run is ended; None for no limit.
         options: launcher-specific settings (e.g. ``{"controller": "gloo"}``).
         params: the experiment's parameters, recorded in the manifest.
+        secret_env: the names in ``env`` whose values are secret (lab.cluster.secret_env):
+            a launcher passes them by name, never as ``NAME=value`` on a command line.
     """
 
     command: tuple[str, ...]
@@ -42,6 +45,7 @@ class Job:
     timeout: float | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     params: Mapping[str, Any] = field(default_factory=dict)
+    secret_env: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -56,8 +60,8 @@ class ProcessSpec:
             all of them for a launcher process such as ``mpirun``.
         host: where to start it; a local host means a local process, others go over SSH.
         role: what the process is ("rank", "launcher", "ps", "chief", "worker").
-        cwd: working directory (None: the repository root locally, the host's workdir
-            remotely).
+        cwd: working directory (None: the launching process's own locally, the host's
+            workdir remotely); lab.cluster.launching.placed_in fills it in before start.
     """
 
     argv: tuple[str, ...]
@@ -77,8 +81,37 @@ class Line:
     text: str
 
 
+@dataclass(frozen=True)
+class Lines:
+    """Consecutive lines of one rank and stream as one text, each line ended by ``\\n``:
+    how output travels in bulk (a rank log takes ``text`` as it is; ``lines`` makes the
+    per-line strings only for whoever asks)."""
+
+    rank: int | None
+    stream: str
+    text: str
+
+    @property
+    def lines(self) -> list[str]:
+        return self.text.split("\n")[:-1] if self.text else []
+
+    @property
+    def count(self) -> int:
+        return self.text.count("\n")
+
+
 class Launcher(Protocol):
-    """What every launcher provides (see STYLE.md, 'What that means for lab/')."""
+    """What every launcher provides (see STYLE.md, 'What that means for lab/').
+
+    A launcher whose one process starts several ranks (mpirun, horovodrun, ...) may also
+    name, from that process's own lines, which of its ranks failed: ``blame(spec, said)``
+    returns lab.cluster.blame.RankEnd values, the root cause first, and ``reporter`` names
+    the program whose words they are (lab.cluster.root_cause reads both when present).
+
+    A launcher may also offer ``demux_block(spec, stream, text) -> list[Lines]``: the
+    same attribution as ``demux`` for a block of lines at once (each ended by ``\\n``),
+    in order; lab.cluster.output uses it where it exists, ``demux`` per line where not.
+    """
 
     name: ClassVar[str]
 
@@ -102,6 +135,31 @@ class PerRankLauncher:
 
     def demux(self, spec: ProcessSpec, stream: str, text: str) -> Line:
         return Line(spec.ranks[0] if len(spec.ranks) == 1 else None, stream, text)
+
+    def demux_block(self, spec: ProcessSpec, stream: str, text: str) -> list[Lines]:
+        """A block as ``demux`` reads each of its lines: all of them the process's rank's,
+        untouched; a subclass with its own ``demux`` is read line by line instead."""
+        if type(self).demux is not PerRankLauncher.demux:
+            return demux_each(lambda raw: self.demux(spec, stream, raw), text)
+        return [Lines(spec.ranks[0] if len(spec.ranks) == 1 else None, stream, text)]
+
+
+def demux_each(demux: Callable[[str], Line], text: str) -> list[Lines]:
+    """A block attributed line by line by ``demux`` (one line in, its Line out), each run
+    of consecutive lines of one rank and stream joined again."""
+    out: list[Lines] = []
+    key: tuple[int | None, str] | None = None
+    run: list[str] = []
+    for raw in text.split("\n")[:-1]:
+        line = demux(raw)
+        if (line.rank, line.stream) != key:
+            if run and key is not None:
+                out.append(Lines(key[0], key[1], "\n".join(run) + "\n"))
+            key, run = (line.rank, line.stream), []
+        run.append(line.text)
+    if run and key is not None:
+        out.append(Lines(key[0], key[1], "\n".join(run) + "\n"))
+    return out
 
 
 def find_program(name: str) -> str | None:
@@ -128,18 +186,6 @@ def register(name: str) -> Callable[[type], type]:
     return deco
 
 
-def get_launcher(name: str) -> Launcher:
-    """The launcher registered as ``name``; unknown names list the known ones."""
-    from lab.cluster import launchers as _  # noqa: F401  (registers the built-ins)
-
-    try:
-        return LAUNCHERS[name]()
-    except KeyError:
-        from lab.errors import ParameterError
-
-        raise ParameterError("launcher", name, ", ".join(sorted(LAUNCHERS))) from None
-
-
 # -- helpers every launcher shares --------------------------------------------------
 
 CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
@@ -159,7 +205,12 @@ def no_devices() -> dict[str, str]:
     return {CUDA_VISIBLE_DEVICES: ""}
 
 
-DEFAULT_MASTER_PORT = 29500
+def rendezvous_port(job: Job, name: str, hosts: Sequence[Host]) -> int:
+    """``job.options[name]`` if given (checked), else a free port for this job on ``hosts``
+    (lab.cluster.ports), so that two jobs on one machine never share a rendezvous."""
+    if job.options.get(name) is not None:
+        return port_option(job, name, 0)
+    return free_port(hosts)
 
 
 def launcher_host() -> Host:
@@ -281,8 +332,11 @@ class RunControl(Protocol):
 class RunObserver(Protocol):
     """Something that watches a run: the live view, the headless progress line, a tee.
 
-    ``on_line`` is called from the per-stream reader threads: it must be cheap and
-    thread-safe, and must never block (set widget values; never ``with out:``).
+    ``on_line`` is called from the run's one observer thread (lab.cluster.feed), never a
+    pipe reader's, each rank's and stream's lines in order, all of them before
+    ``on_end``: it must be cheap and never block (set widget values; never ``with
+    out:``), since a reader waits once the observers fall far behind. An observer that
+    also has ``on_lines(block: Lines)`` gets each block in one call instead.
     """
 
     def on_start(self, run_dir: str, ranks: Sequence[int], control: RunControl) -> None: ...

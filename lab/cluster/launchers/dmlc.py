@@ -38,13 +38,13 @@ from lab.cluster.launchers.base import (
     no_devices,
     port_option,
     register,
+    rendezvous_port,
     visible_devices,
 )
 from lab.errors import LaunchError, ParameterError
+from lab.metrics.layout import REPO_ROOT
 
-DEFAULT_ROOT_PORT = 9091
 MXNET_VENV = ".venv-mxnet"
-REPO_ROOT = Path(__file__).resolve().parents[3]
 INSTALL_MXNET = (
     f"MXNet is not installed: {MXNET_VENV}/bin/python is missing; make setup creates it "
     "(env/setup_mxnet.sh: mxnet==1.9.1 with numpy<1.24 in its own venv)"
@@ -88,14 +88,15 @@ class DmlcLauncher(PerRankLauncher):
 
     Options:
         num_servers: servers, one per worker host from the first (default: all of them).
-        root_port: the scheduler's port (default 9091).
+        root_port: the scheduler's port (default: a free one per job).
         python: the ranks' interpreter (default: the MXNet venv, see the module docstring).
     """
 
     name = "dmlc"
 
     def check(self, job: Job) -> None:
-        port_option(job, "root_port", DEFAULT_ROOT_PORT)
+        if job.options.get("root_port") is not None:
+            port_option(job, "root_port", 0)
         if job.cluster is not None:
             slots = allocate(job.cluster, job.np)
             num_servers(job, len(hosts_in_order(slots)))
@@ -113,7 +114,7 @@ class DmlcLauncher(PerRankLauncher):
         common = {
             **base_env(job),
             "DMLC_PS_ROOT_URI": root.reach_address,
-            "DMLC_PS_ROOT_PORT": str(port_option(job, "root_port", DEFAULT_ROOT_PORT)),
+            "DMLC_PS_ROOT_PORT": str(rendezvous_port(job, "root_port", [root])),
             "DMLC_NUM_SERVER": str(n_servers),
             "DMLC_NUM_WORKER": str(len(workers)),
         }

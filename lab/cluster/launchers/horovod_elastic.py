@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from lab.cluster.horovod_runner import BIND_ENV
 from lab.cluster.inventory import Slot
 from lab.cluster.launchers.base import (
     Job,
@@ -19,7 +20,7 @@ from lab.cluster.launchers.base import (
     launcher_host,
     register,
 )
-from lab.cluster.launchers.horovod import HorovodLauncher
+from lab.cluster.launchers.horovod import HorovodLauncher, with_checked_ssh
 from lab.errors import ParameterError
 
 
@@ -39,7 +40,9 @@ class HorovodElasticLauncher(HorovodLauncher):
     Options:
         discovery_script: an executable printing ``host:slots`` lines (required).
         min_np, max_np: the bounds of the job's size (default: 1 and np).
-        nic: network interface(s) for Horovod's traffic; on one machine use "lo".
+        nic: network interface(s) for Horovod's traffic; on one machine use "lo", which
+            also keeps horovodrun's own servers on 127.0.0.1 (its hosts come from the
+            discovery script, so only ``nic`` says the job stays on this machine).
     """
 
     name = "horovod-elastic"
@@ -62,10 +65,13 @@ class HorovodElasticLauncher(HorovodLauncher):
         if nic:
             argv += ["--network-interfaces", str(nic)]
         argv += job.command
+        env = with_checked_ssh(job, base_env(job))  # discovered hosts too
+        if nic == "lo":
+            env[BIND_ENV] = "127.0.0.1"
         return [
             ProcessSpec(
                 argv=tuple(argv),
-                env=base_env(job),
+                env=env,
                 ranks=tuple(range(hi)),
                 host=launcher_host(),
                 role="launcher",

@@ -12,15 +12,14 @@ from collections.abc import Sequence
 
 from lab.cluster.inventory import Slot
 from lab.cluster.launchers.base import (
-    DEFAULT_MASTER_PORT,
     Job,
     PerRankLauncher,
     ProcessSpec,
     base_env,
     check_job,
-    port_option,
     rank_env,
     register,
+    rendezvous_port,
     visible_devices,
 )
 
@@ -30,14 +29,14 @@ class LocalLauncher(PerRankLauncher):
     """N plain processes, one per rank, each on its slot's host.
 
     Options:
-        master_port: the port rank 0 listens on for rendezvous (default 29500).
+        master_port: the port rank 0 listens on for rendezvous (default: a free one per job).
     """
 
     def build(self, job: Job, slots: Sequence[Slot]) -> list[ProcessSpec]:
         check_job(job, slots)
         ordered = sorted(slots, key=lambda s: s.rank)
         master_addr = ordered[0].host.reach_address
-        master_port = port_option(job, "master_port", DEFAULT_MASTER_PORT)
+        master_port = rendezvous_port(job, "master_port", [ordered[0].host])
         # every rank's address, in rank order: engines that list all peers (TF's
         # MultiWorkerMirroredStrategy) need more than MASTER_ADDR on multi-host clusters
         common = {

@@ -1,7 +1,9 @@
 """mpirun: one launcher process that starts every rank (over its own SSH for remote hosts).
 
 Two flag styles: OpenMPI (``-H h1:2 --bind-to none --map-by slot --tag-output -x VAR=v``)
-and MPICH's Hydra (``-hosts h1:2 -prepend-rank -genv VAR v``). Each rank's output comes
+and MPICH's Hydra (``-hosts h1:2 -prepend-rank -genv VAR v``). Secret variables
+(lab.cluster.secret_env) go by name only (``-x VAR``, ``-genvlist VAR``): their values are
+in mpirun's own environment, never on its command line. Each rank's output comes
 back through mpirun tagged with its rank; ``demux`` reads the tag:
 
 - OpenMPI 5 ``--tag-output``: ``[1,0]<stdout>: text`` (job id, rank; one space after the
@@ -29,6 +31,8 @@ lab's PATH, LD_LIBRARY_PATH and PYTHONPATH (``-x``), since an SSH session starts
 from __future__ import annotations
 
 import functools
+import itertools
+import operator
 import os
 import re
 import shlex
@@ -37,17 +41,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
+from lab.cluster.blame import RankEnd, openmpi_ends
+from lab.cluster.host_keys import INSECURE, strict
 from lab.cluster.inventory import Slot
 from lab.cluster.launchers.base import (
     INSTALL_MPI,
     Job,
     Line,
+    Lines,
     ProcessSpec,
     base_env,
     check_job,
     check_remote_ssh,
     choice_option,
     cluster_ssh_options,
+    demux_each,
     find_program,
     launcher_host,
     mpi_host_list,
@@ -55,7 +63,7 @@ from lab.cluster.launchers.base import (
 )
 from lab.cluster.ssh import split_config_option
 from lab.errors import LaunchError
-from lab.metrics.tags import parse_mpich_tag, parse_openmpi_tag
+from lab.metrics.tags import OPENMPI_LINES, parse_mpich_tag, parse_openmpi_tag
 
 FLAVORS = ("openmpi", "mpich")
 FORWARDED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH")  # what ranks behind sshd need
@@ -98,7 +106,8 @@ def openmpi_major(program: str = "mpirun") -> int | None:
 
 def openmpi_ssh_args(program: str, job: Job, slots: Sequence[Slot], env: dict) -> list[str]:
     """OpenMPI flags that reach the hosts: the ssh agent with the cluster's options (and
-    ``-F <ssh_config>`` when the job has one: per-host ports and users), ``--prefix`` (the
+    ``-F <ssh_config>`` when the job has one: per-host ports and users; host keys checked
+    strictly when any host is not this machine), ``--prefix`` (the
     ``prefix`` option for remote hosts; this OpenMPI's own on emulated ones), and on
     emulated hosts the forwarded PATH, LD_LIBRARY_PATH and PYTHONPATH.
 
@@ -107,6 +116,9 @@ def openmpi_ssh_args(program: str, job: Job, slots: Sequence[Slot], env: dict) -
     """
     args: list[str] = []
     opts = cluster_ssh_options(job)
+    if any(not s.host.is_local for s in slots):  # host keys checked (lab.cluster.host_keys)
+        insecure = bool(job.cluster and job.cluster.extra.get(INSECURE) is True)
+        opts = strict(opts, insecure=insecure)
     config = job.options.get("ssh_config")
     if config:
         opts, _ = split_config_option(opts)  # the generated config includes that file
@@ -143,6 +155,7 @@ class MpiLauncher:
     """
 
     name = "mpi"
+    reporter: ClassVar[str] = "mpirun"  # whose words name a failed rank (blame)
     needs_ssh_to_hosts: ClassVar[bool] = True  # emulated clusters get an sshd per host
 
     def __init__(self, program: str = "mpirun", as_root: bool | None = None) -> None:
@@ -178,12 +191,16 @@ class MpiLauncher:
             argv += ["-np", str(job.np), "-H", mpi_host_list(slots)]
             argv += ["--bind-to", "none", "--map-by", "slot", "--tag-output"]
             argv += openmpi_ssh_args(program, job, slots, env)
-            for key, value in env.items():
-                argv += ["-x", f"{key}={value}"]
+            for key, value in env.items():  # a secret by name: its value is in our env
+                argv += ["-x", key if key in job.secret_env else f"{key}={value}"]
         else:
             argv += ["-np", str(job.np), "-hosts", mpi_host_list(slots), "-prepend-rank"]
             for key, value in env.items():
-                argv += ["-genv", key, value]
+                if key not in job.secret_env:
+                    argv += ["-genv", key, value]
+            secret = [k for k in env if k in job.secret_env]
+            if secret:
+                argv += ["-genvlist", ",".join(secret)]
         argv += job.command
         return [
             ProcessSpec(
@@ -205,3 +222,28 @@ class MpiLauncher:
         if tagged is not None and tagged[0] in spec.ranks:
             return Line(tagged[0], tagged[1], tagged[2])
         return Line(None, stream, text)
+
+    def blame(self, spec: ProcessSpec, said: Sequence[str]) -> list[RankEnd]:
+        """The ranks OpenMPI's mpirun says failed, the first first (lab.cluster.blame);
+        MPICH's words are not read yet."""
+        return openmpi_ends(said)
+
+    def demux_block(self, spec: ProcessSpec, stream: str, text: str) -> list[Lines]:
+        """``demux`` for a block of lines at once: OpenMPI's tags are read by one regex
+        over the block and runs of one rank's lines joined in C, so no Python code runs
+        per line; MPICH's are read line by line."""
+        if "-prepend-rank" in spec.argv[:6]:
+            return demux_each(lambda raw: self.demux(spec, stream, raw), text)
+        out: list[Lines] = []
+        runs = itertools.groupby(OPENMPI_LINES.findall(text), operator.itemgetter(1, 2))
+        for (rank, tag), run in runs:
+            if not rank:
+                body = "\n".join(map(operator.itemgetter(3), run))
+                out.append(Lines(None, stream, body + "\n"))
+            elif int(rank) in spec.ranks:
+                body = "\n".join(map(operator.itemgetter(3), run))
+                out.append(Lines(int(rank), "stdout" if tag == "stdout" else "stderr", body + "\n"))
+            else:  # a tag naming no rank of ours: kept whole, as demux does
+                body = "\n".join(t[0] + t[3] for t in run)
+                out.append(Lines(None, stream, body + "\n"))
+        return out

@@ -10,9 +10,9 @@ the slots), then servers W..W+P-1, then the chief W+P. Servers and the chief nee
 and get ``CUDA_VISIBLE_DEVICES=""``, so they may run on CPU-only hosts; workers get their
 slot's GPU.
 
-Ports: each process listens on ``base_port`` (default 23450) plus a counter kept per address,
-counting in rank order, so two processes on one machine never share a port and the same job
-always gets the same ports. If they are taken, set ``options={"base_port": ...}``.
+Ports: each process listens on ``base_port`` plus a counter kept per address, counting in
+rank order, so two processes on one machine never share a port. ``base_port`` is a free
+block per job (lab.cluster.ports) unless given, so two jobs on one machine never collide.
 """
 
 from __future__ import annotations
@@ -34,9 +34,8 @@ from lab.cluster.launchers.base import (
     register,
     visible_devices,
 )
+from lab.cluster.ports import port_block
 from lab.errors import ParameterError
-
-DEFAULT_BASE_PORT = 23450
 
 
 def _num_ps(job: Job) -> int:
@@ -73,7 +72,7 @@ class ParameterServerLauncher(PerRankLauncher):
         ps_hosts: hosts for the servers, in turn ("h3" or "h1,h2" or a list; default: the
             workers' hosts in turn). They may be CPU-only hosts of the cluster with no slots.
         chief_host: host of the chief (default: worker 0's host).
-        base_port: first port (default 23450).
+        base_port: first port (default: a free block per job).
     """
 
     name = "ps"
@@ -86,7 +85,6 @@ class ParameterServerLauncher(PerRankLauncher):
         ps_pool = _named_hosts(job, workers, "ps_hosts", used)
         ps_hosts = [ps_pool[i % len(ps_pool)] for i in range(n_ps)]
         chief_host = _named_hosts(job, workers, "chief_host", [workers[0].host])[0]
-        base_port = port_option(job, "base_port", DEFAULT_BASE_PORT)
 
         # (role, index, host, extra env) in rank order: workers, servers, chief.
         plan: list[tuple[str, int, Host, dict[str, str]]] = [
@@ -95,6 +93,14 @@ class ParameterServerLauncher(PerRankLauncher):
         plan += [("ps", i, h, no_devices()) for i, h in enumerate(ps_hosts)]
         plan.append(("chief", 0, chief_host, no_devices()))
 
+        per_address: dict[str, int] = {}
+        for _, _, host, _ in plan:
+            per_address[host.reach_address] = per_address.get(host.reach_address, 0) + 1
+        if job.options.get("base_port") is None:
+            hosts = list({h: None for _, _, h, _ in plan})
+            base_port = port_block(hosts, max(per_address.values()))
+        else:
+            base_port = port_option(job, "base_port", 0)
         next_port: dict[str, int] = {}
         addresses: list[str] = []
         for _, _, host, _ in plan:

@@ -1,5 +1,7 @@
 """Synchronous SGD (the KungFu/Horovod/PS benchmark): the synchronous engines installed,
 over a growing number of workers, with KungFu's published Fig 9 numbers for reference.
+Beside KungFu and Horovod on TensorFlow run the PyTorch systems: Horovod's PyTorch API and
+PyTorch's DistributedDataParallel (in none of the papers); they are drawn, not judged.
 
 The benchmark itself publishes no number; the verdict compares the lab's KungFu with its
 fastest Horovod at the largest worker count (``lab.experiments.evidence.ratio_status``:
@@ -35,12 +37,13 @@ BENCHMARK = "KungFu/Horovod/PS benchmark"
 EXPERIMENT = "benchmark/sync_sgd"
 FIGURE = "sync SGD"
 DEFAULTS: dict[str, dict[str, Any]] = {
-    # smoke: KungFu and Horovod over Gloo; Horovod over MPI (which the KungFu Fig 9
+    # smoke: KungFu and Horovod over Gloo, Horovod's PyTorch API and DDP beside them;
+    # Horovod over MPI (which the KungFu Fig 9
     # notebook runs at smoke scale on emulated hosts), TF's MultiWorkerMirroredStrategy
     # (in no artifact) and KungFu's artifact script (Keras applications at 224 px) at
     # paper scale, to keep make run within its budget
     "smoke": {
-        "systems": ["horovod-gloo", "kungfu-sync"],
+        "systems": ["horovod-gloo", "kungfu-sync", "horovod-torch", "torch-ddp"],
         "models": ["tiny_cnn"],
         "workers": [1, 2],
         "batch_size": 32,
@@ -66,7 +69,15 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "min_rounds": 5,
     },
     "paper": {
-        "systems": ["horovod-gloo", "horovod-mpi", "mwms", "kungfu-sync", "kungfu-artifact-sync"],
+        "systems": [
+            "horovod-gloo",
+            "horovod-mpi",
+            "mwms",
+            "kungfu-sync",
+            "kungfu-artifact-sync",
+            "horovod-torch",
+            "torch-ddp",
+        ],
         "models": ["ResNet50", "MobileNetV2"],
         "workers": [1, 2, 4],
         "batch_size": 64,

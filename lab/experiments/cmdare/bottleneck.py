@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lab.errors import NothingMeasured, ParameterError
+from lab.experiments.sweeps import room_sweep
 from lab.metrics.shares import past_warmup
+
+if TYPE_CHECKING:
+    from lab.bench.synthetic import Config as SyntheticConfig
 
 SCALES: dict[str, dict[str, Any]] = {
     # smoke: 15 steps a worker measured 2PS/1PS 1.38-1.51 at 3 workers (bar 1.15) and one
@@ -45,6 +49,7 @@ def points(workers: Iterable[int], servers: Iterable[int], scale: str = "smoke")
     needs it)."""
     if scale not in SCALES:
         raise ParameterError("scale", scale, ", ".join(SCALES))
+    workload_config(scale)
     ws, ps = sorted(set(workers) | {1}), sorted(set(servers))
     for name, values in (("workers", ws), ("servers", ps)):
         if not values or any(not isinstance(v, int) or v < 1 for v in values):
@@ -64,18 +69,23 @@ def cluster(workers: int, ps: int, scale: str) -> Any:
     return cluster_from_dict({"name": f"cmdare-ps-w{workers}-p{ps}", "emulated": spec}, "x")
 
 
+def workload_config(scale: str) -> SyntheticConfig:
+    """The ranks' ``lab.bench.synthetic --backend ps`` config at ``scale``, checked."""
+    from lab.bench.synthetic import Config
+
+    keys = ("model", "batch_size", "steps", "warmup_steps")
+    return Config.from_values({"backend": "ps", **{k: SCALES[scale][k] for k in keys}})
+
+
 def launch_point(point: Mapping[str, Any], view: Any = "auto") -> Any:
     """Run one point; its RunResult (not raising when the run failed)."""
     from lab.cluster import launch
 
     s = SCALES[point["scale"]]
     w, ps = int(point["workers"]), int(point["ps"])
-    argv = [sys.executable, "-m", "lab.bench.synthetic", "--backend", "ps"]
-    for key in ("model", "batch_size", "steps", "warmup_steps"):
-        argv += [f"--{key.replace('_', '-')}", str(s[key])]
     servers = [f"h{w + i + 1}" for i in range(ps)]
     return launch(
-        argv,
+        workload_config(point["scale"]).command(sys.executable),
         np=w,
         launcher="ps",
         cluster=cluster(w, ps, point["scale"]),
@@ -88,12 +98,8 @@ def launch_point(point: Mapping[str, Any], view: Any = "auto") -> Any:
     )
 
 
-def run_sweep(points: Iterable[Mapping[str, Any]], view: Any = "auto", rerun: bool = False) -> Any:
-    """Every point, resumably; the summary of the succeeded runs, one row per point
-    (lab.experiments.sweeps.run_succeeded: raises NothingMeasured when nothing succeeded)."""
-    from lab.experiments.sweeps import run_succeeded
-
-    return run_succeeded(EXPERIMENT, list(points), lambda p: launch_point(p, view), KEY, rerun)
+# every point, resumably, through the lab's one run_sweep; the succeeded runs' summary
+run_sweep = room_sweep(EXPERIMENT, launch_point, KEY)
 
 
 def _measure(run_dir: str, workers: int, ps: int) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Any
 from lab.errors import NothingMeasured
 from lab.experiments.cmdare import data
 from lab.experiments.cmdare.bottleneck import SCALES, SCALES_WITH
-from lab.experiments.cmdare.published import PAPER, PUBLISHED
+from lab.experiments.cmdare.published import PAPER, PUBLISHED, REPO
 from lab.experiments.verdicts import Status, Verdict
 
 HARDWARE = "emulated hosts on this machine's CPU (TF parameter servers)"
@@ -30,47 +30,76 @@ def published_curves() -> Any:
     return df.reset_index(drop=True)
 
 
+PS_COLORS = {1: "#1f77b4", 2: "#d62728", 3: "#2ca02c", 4: "#9467bd"}  # a colour per PS count
+
+
 def figure(table: Any, scale: str = "smoke") -> Any:
     """Speed vs workers (lab, with the linear prediction), speedup beside CM-DARE's, and the
-    servers' CPU and link utilisation."""
+    servers' CPU and link utilisation; a colour per server count in every panel."""
     from plotly.subplots import make_subplots
 
+    from lab.metrics.figures import style
+
     s = SCALES[scale]
-    fig = make_subplots(rows=1, cols=3, subplot_titles=(
-        f"lab: global steps/s ({s['model']}, servers {s['ps_cpu']} core, {s['ps_link']})",
-        "speedup over one worker: lab vs CM-DARE (P100, ResNet-15)",
-        "lab: busiest server's use of its share"))  # fmt: skip
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.09, subplot_titles=(
+        "lab: global steps/s", "speedup: lab vs CM-DARE", "lab: busiest server's use"))  # fmt: skip
+    fig.update_annotations(font_size=14)
+    rank = {"lab": 1, "cmdare published": 3, "cmdare artifact runs (median)": 5, "linear": 6}
     for ps, g in table.groupby("ps"):
-        name = f"{ps} PS (lab)"
-        fig.add_scatter(x=g["workers"], y=g["speed"], mode="lines+markers", name=name,
-                        row=1, col=1)  # fmt: skip
+        color = PS_COLORS.get(int(ps), "#7f7f7f")
+        lab = {"line_color": color, "legendgroup": f"{ps} lab", "legendrank": 100 + int(ps)}
+        fig.add_scatter(x=g["workers"], y=g["speed"], mode="lines+markers",
+                        name=f"{ps} PS · lab", row=1, col=1, **lab)  # fmt: skip
         fig.add_scatter(x=g["workers"], y=g["predicted"], mode="lines", line_dash="dot",
-                        name=f"{ps} PS: one worker × workers", row=1, col=1)  # fmt: skip
+                        name="one worker × N", showlegend=bool(ps == table["ps"].min()),
+                        legendgroup="linear", legendrank=100 * rank["linear"], line_color=color,
+                        row=1, col=1)  # fmt: skip
         speedup = g["speed"] / g["predicted"].iloc[0]
-        fig.add_scatter(x=g["workers"], y=speedup, mode="lines+markers", name=name,
-                        showlegend=False, row=1, col=2)  # fmt: skip
+        fig.add_scatter(x=g["workers"], y=speedup, mode="lines+markers", showlegend=False,
+                        name=f"{ps} PS · lab", row=1, col=2, **lab)  # fmt: skip
         fig.add_scatter(x=g["workers"], y=g["ps_cpu_util"], mode="lines+markers",
-                        name=f"{ps} PS: CPU", row=1, col=3)  # fmt: skip
+                        name=f"{ps} PS · CPU", showlegend=False, row=1, col=3, **lab)  # fmt: skip
         fig.add_scatter(x=g["workers"], y=g["ps_link_util"], mode="lines+markers",
-                        line_dash="dash", name=f"{ps} PS: link", row=1, col=3)  # fmt: skip
+                        line_dash="dash", name=f"{ps} PS · link", showlegend=False,
+                        row=1, col=3, **lab)  # fmt: skip
     pub = published_curves()
+    cited = {
+        "published": next(p.source for p in PUBLISHED if p.figure == "PS bottleneck"),
+        "artifact runs (median)": f"{REPO}, data/processed_data/cluster_speed (the runs' medians)",
+    }
     for (source, ps), g in pub.groupby(["source", "ps"]):
         line = source == "published"
+        color = PS_COLORS.get(int(ps), "#7f7f7f")
         fig.add_scatter(
             x=g["workers"],
             y=g["speedup"],
             mode="lines" if line else "markers",
-            line_dash="dash" if line else None,
-            name=f"CM-DARE {ps} PS, {source}",
+            line={"dash": "dash", "color": color, "width": 1.5} if line else None,
+            marker=None if line else {"symbol": "circle-open", "size": 8, "color": color},
+            name=f"{ps} PS · CM-DARE" if line else "CM-DARE runs (median)",
+            legendgroup=f"cmdare {source} {ps}",
+            legendrank=100 * rank[f"cmdare {source}"] + int(ps),
+            showlegend=bool(line or ps == pub["ps"].min()),
+            hovertemplate=f"CM-DARE, P100, ResNet-15, {ps} PS ({source}): "
+            f"%{{y:.2f}}× at %{{x}} workers<br>{cited[source]}<extra></extra>",
+            meta={"published": True, "source": cited[source]},
             row=1,
             col=2,
         )
-    for col, title in ((1, "global steps/s"), (2, "speedup"), (3, "fraction of share / link")):
-        fig.update_xaxes(title_text="workers", row=1, col=col)
-        fig.update_yaxes(title_text=title, row=1, col=col)
-    fig.update_layout(title=f"Where the parameter server becomes the bottleneck — lab on "
-                      f"{HARDWARE}, {scale} scale", height=460)  # fmt: skip
-    return fig
+    titles = ((1, "global steps/s"), (2, "× one worker"), (3, "solid: CPU, dashed: link"))
+    for col, title in titles:
+        fig.update_xaxes(title_text="workers", dtick=1 if col != 2 else None, row=1, col=col)
+        fig.update_yaxes(title_text=title, rangemode="tozero", row=1, col=col)
+    fig.update_yaxes(tickformat=".0%", row=1, col=3)
+    fig.update_layout(template="plotly_white", margin={"l": 60})
+    fig.update_layout(title="Where one parameter server becomes the bottleneck")
+    caption = (
+        f"Lab: {s['model']}, batch {s['batch_size']}, servers of {s['ps_cpu']} core and a "
+        f"{s['ps_link']} link each; {HARDWARE}, {scale} scale. CM-DARE: P100 GPUs, ResNet-15 "
+        "(dashed: the published curves; circles: the artifact's runs, median). Right: the "
+        "busiest server's CPU (of its share) and link use."
+    )
+    return style(fig, caption=caption, legend="top")
 
 
 def verdict(table: Any, scale: str = "smoke") -> Verdict:

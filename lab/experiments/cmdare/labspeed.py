@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lab.errors import NothingMeasured, ParameterError
-from lab.metrics.speed_model import ModelSpec, check_columns
+from lab.experiments.cmdare.speed_model import ModelSpec, check_columns
+
+if TYPE_CHECKING:
+    from lab.bench.synthetic import Config as SyntheticConfig
 
 SCALES: dict[str, dict[str, Any]] = {
     "smoke": {"batch_size": 16, "steps": 10, "warmup_steps": 2, "image_size": 32, "timeout": 240},
@@ -28,6 +31,7 @@ SCALES: dict[str, dict[str, Any]] = {
     },
 }
 POINT_KEYS = ("model", "cpu", "workers", "ps", "batch_size", "steps", "warmup_steps", "image_size")
+WORKLOAD_KEYS = ("model", "batch_size", "steps", "warmup_steps", "image_size")
 TARGET = "step_time"
 
 # CM-DARE's models (one feature: the load, like its Normalized Model / Model-per-GPU) and the
@@ -41,10 +45,17 @@ LAB_MODELS: dict[str, ModelSpec] = {
 }
 
 
+def workload_config(point: Mapping[str, Any]) -> SyntheticConfig:
+    """The ranks' ``lab.bench.synthetic --backend ps`` config of a point's workload
+    settings, checked (ParameterError naming the setting, before anything starts)."""
+    from lab.bench.synthetic import Config
+
+    values = {k: point[k] for k in WORKLOAD_KEYS if point.get(k) is not None}
+    return Config.from_values({"backend": "ps", **values})
+
+
 def complete(point: Mapping[str, Any], scale: str = "smoke") -> dict[str, Any]:
     """The point with the scale's workload settings, checked before anything starts."""
-    from lab.bench.models import get_spec
-
     if scale not in SCALES:
         raise ParameterError("scale", scale, ", ".join(SCALES))
     defaults = {k: v for k, v in SCALES[scale].items() if k != "timeout"}
@@ -52,12 +63,12 @@ def complete(point: Mapping[str, Any], scale: str = "smoke") -> dict[str, Any]:
     missing = [k for k in ("model", "cpu", "workers", "ps") if k not in full]
     if missing:
         raise ParameterError("point", dict(point), "keys model, cpu, workers, ps")
-    full["model"] = get_spec(str(full["model"])).name
     for name in ("workers", "ps"):
         if not isinstance(full[name], int) or full[name] < 1:
             raise ParameterError(name, full[name], "an integer >= 1")
     if not 0 < float(full["cpu"]) <= 4:
         raise ParameterError("cpu", full["cpu"], "a share of a core in (0, 4]")
+    full["model"] = workload_config(full).model  # the canonical name
     return {k: full[k] for k in POINT_KEYS}
 
 
@@ -93,11 +104,8 @@ def launch_point(
     p = complete(point, scale)
     w, ps = int(p["workers"]), int(p["ps"])
     servers = [f"h{w + i + 1}" for i in range(ps)]
-    argv = [sys.executable, "-m", "lab.bench.synthetic", "--backend", "ps"]
-    for key in ("model", "batch_size", "steps", "warmup_steps", "image_size"):
-        argv += [f"--{key.replace('_', '-')}", str(p[key])]
     return launch(
-        argv,
+        workload_config(p).command(sys.executable),
         np=w,
         launcher="ps",
         cluster=emulated_cluster(float(p["cpu"]), w, ps),
@@ -117,18 +125,25 @@ def run_sweep(
     view: Any = "auto",
     rerun: bool = False,
 ) -> Any:
-    """Every point, resumably (lab.metrics.Sweep); the summary, one row per point."""
-    from lab.metrics import Sweep
+    """Every point, resumably (lab.experiments.sweeps.run_sweep); the summary, one row per
+    point.
 
-    full = [complete(p, scale) for p in points]
-    sweep = Sweep(
+    Raises:
+        ParameterError: a point is bad (checked before the first run starts).
+        NothingMeasured: no point succeeded (in a batch run: one failed).
+    """
+    from lab.experiments.sweeps import run_sweep as sweep
+
+    return sweep(
         experiment,
-        full,
-        lambda p: launch_point(p, experiment, scale, view),
-        key=list(POINT_KEYS),
-        retries=1,
+        list(points),
+        scale=scale,
+        rerun=rerun,
+        view=view,
+        run=lambda p: launch_point(p, experiment, scale, view),
+        complete=lambda p: complete(p, scale),
+        key=POINT_KEYS,
     )
-    return sweep.run(rerun=rerun)
 
 
 def speed_table(summary: Any = None, run_dirs: Iterable[str] | None = None) -> Any:
@@ -180,7 +195,7 @@ def speed_table(summary: Any = None, run_dirs: Iterable[str] | None = None) -> A
 
 def score(table: Any, seed: int = 0, n_splits: int = 5) -> Any:
     """Every lab model scored by the random row split and with whole models held out."""
-    from lab.metrics.speed_model import compare_splits
+    from lab.experiments.cmdare.speed_model import compare_splits
 
     groups = table["model"].nunique()
     if groups < 2:
@@ -209,8 +224,8 @@ def lab_verdict(
     import pandas as pd
 
     from lab.experiments.cmdare.published import PAPER
+    from lab.experiments.cmdare.speed_model import grouped_errors
     from lab.experiments.verdicts import Status, Verdict
-    from lab.metrics.speed_model import grouped_errors
     from lab.metrics.stats import mean_ci
 
     if scores is None or len(scores) == 0:

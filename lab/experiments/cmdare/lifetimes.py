@@ -12,12 +12,13 @@ from typing import Any
 
 from lab.errors import NothingMeasured, ParameterError
 from lab.experiments.cmdare import data
-from lab.experiments.cmdare.published import PAPER, PUBLISHED
+from lab.experiments.cmdare.published import PAPER, PUBLISHED, REPO
+from lab.experiments.cmdare.transient import HourlyLifetimes
 from lab.experiments.verdicts import Status, Verdict
-from lab.metrics.transient import HourlyLifetimes
 
 MAX_COUNT = 1000  # largest instance count tried when recovering one from a CDF
 CDF_NOTE = "hour-binned CDF values from the CM-DARE artifact, not per-instance lifetimes"
+LIFETIME_SOURCE = "data/matplotlib_scripts/Sigmetrics2020_redraws.ipynb, cells 13-15"
 
 
 def lifetime_table() -> Any:
@@ -82,14 +83,22 @@ def summary(table: Any) -> Any:
 
 
 def cdf_figure(table: Any) -> Any:
-    """The CDFs as hour steps, one panel per GPU type, one line per region."""
+    """The CDFs as hour steps, one panel per GPU type, one line per region (a colour per
+    region in every panel, so the legend names each region once); the smallest instance
+    count behind each CDF is in its hover text."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
+
+    from lab.metrics.figures import COLORS, style
 
     if table is None or table.empty:
         raise NothingMeasured("no lifetime CDF to draw")
     gpus = sorted(table["gpu"].unique())
-    fig = make_subplots(rows=1, cols=len(gpus), subplot_titles=gpus, shared_yaxes=True)
+    regions = sorted(table["region"].unique())
+    colors = {r: COLORS[i % len(COLORS)] for i, r in enumerate(regions)}
+    fig = make_subplots(rows=1, cols=len(gpus), subplot_titles=gpus, shared_yaxes=True,
+                        horizontal_spacing=0.04)  # fmt: skip
+    shown: set[str] = set()
     for col, gpu in enumerate(gpus, 1):
         for region, g in table[table["gpu"] == gpu].groupby("region"):
             g = g.sort_values("within_hours")
@@ -99,19 +108,29 @@ def cdf_figure(table: Any) -> Any:
                     x=[0, *g["within_hours"]],
                     y=[0, *g["cdf"]],
                     mode="lines",
-                    line_shape="hv",
-                    name=f"{gpu} {region} (n = {n} or a multiple)",
+                    line={"shape": "hv", "color": colors[region]},
+                    name=str(region),
+                    legendgroup=str(region),
+                    showlegend=region not in shown,
+                    hovertemplate=f"{gpu}, {region}: %{{y:.0%}} revoked within %{{x}} h "
+                    f"(n = {n}: {n} instances or a multiple)<extra></extra>",
                 ),
                 row=1,
                 col=col,
             )
-        fig.update_xaxes(title_text="hours since start", row=1, col=col)
-    fig.update_yaxes(title_text="fraction revoked within", row=1, col=1, range=[0, 1.02])
-    fig.update_layout(
-        title=f"Transient GPU server lifetimes (CM-DARE, Google Cloud) — {CDF_NOTE}",
-        height=420,
+            shown.add(region)
+        fig.update_xaxes(title_text="hours since start", dtick=6, row=1, col=col)
+    fig.update_yaxes(title_text="fraction revoked within", row=1, col=1, range=[0, 1.02],
+                     tickformat=".0%")  # fmt: skip
+    fig.update_layout(title="Transient GPU server lifetimes (CM-DARE, Google Cloud)")
+    caption = (
+        f"The artifact's table: {CDF_NOTE}; the last step to 100% (hour 25) counts the "
+        "servers that reached the 24-hour limit. Hover a line for the smallest instance "
+        "count n that makes each of its values a whole number of servers (the true count is "
+        "a multiple)."
     )
-    return fig
+    source = f"{REPO}, {LIFETIME_SOURCE}"
+    return style(fig, caption=caption, sources=[source], legend="top")
 
 
 def lifetimes_verdict(table: Any) -> Verdict:

@@ -8,9 +8,7 @@ artifact's README and the published-results list that ships with its processed d
 
 from __future__ import annotations
 
-from typing import Any
-
-from lab.metrics.published import Published, to_frame
+from lab.metrics.published import Published
 
 PAPER = "CM-DARE (ICDCS'20)"
 REPO = "github.com/cake-lab/CM-DARE @263b7f1"
@@ -142,15 +140,3 @@ PUBLISHED: tuple[Published, ...] = (
         source=f"{REPO}, README.md Fig 2 (lifetime CDF of transient K80 servers)",
     ),
 )
-
-
-def published(**filters: Any) -> Any:
-    """The rows whose fields equal ``filters``, as a DataFrame (one column per field)."""
-    rows = [p for p in PUBLISHED if all(getattr(p, k) == v for k, v in filters.items())]
-    return to_frame(rows)
-
-
-def revocation_steps() -> list[tuple[int, float]]:
-    """(steps since the last checkpoint, published overhead in s) of the chief-revocation
-    line, for the what-if's overhead model."""
-    return list(_REVOCATION)

@@ -21,9 +21,13 @@ import math
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lab.errors import NothingMeasured, ParameterError
+from lab.experiments.sweeps import room_sweep
+
+if TYPE_CHECKING:
+    from lab.bench.synthetic import Config as SyntheticConfig
 
 SCALES: dict[str, dict[str, Any]] = {
     # smoke: a worker is revoked ~8 s after the first step (the rate before is taken over
@@ -48,6 +52,7 @@ SCALES: dict[str, dict[str, Any]] = {
 }  # fmt: skip
 KINDS = ("worker", "chief", "checkpoint")
 WARMUP = 2  # warm-up steps per worker
+WORKERS = 2  # of a worker or chief run: h1 and h2 (a checkpoint run has one)
 MODES = ("cold", "warm")
 EXPERIMENT = "cmdare/revocation"
 KEY = ["kind", "mode", "since", "model", "scale"]
@@ -132,6 +137,35 @@ def chief_revocations(point: Mapping[str, Any], s: Mapping[str, Any]) -> list[An
     return plan
 
 
+def workload_config(point: Mapping[str, Any], checkpoint_dir: str) -> SyntheticConfig:
+    """The ranks' ``lab.bench.synthetic --backend ps`` config of a point, checked: a
+    checkpoint run checkpoints every step, a chief run every ``checkpoint_every`` global
+    steps (and the servers wait up to ``chief_grace`` s for the chief's replacement)."""
+    from lab.bench.synthetic import Config
+
+    s = SCALES[point["scale"]]
+    kind = point["kind"]
+    if kind not in KINDS:
+        raise ParameterError("kind", kind, ", ".join(KINDS))
+    values: dict[str, Any] = {
+        "backend": "ps",
+        "model": point["model"] or s["model"],
+        "batch_size": 8 if kind == "checkpoint" else s["batch_size"],
+        "warmup_steps": WARMUP,
+        "image_size": 32,
+    }
+    if kind == "checkpoint":
+        values |= {"steps": s["checkpoint_steps"], "checkpoint_every": 1}
+    elif kind == "worker":
+        values["steps"] = s["worker_steps"]
+    else:
+        values |= {"steps": chief_steps(point, WORKERS), "checkpoint_every": s["checkpoint_every"]}
+        values["chief_grace"] = s["chief_grace"]
+    if kind != "worker":
+        values["checkpoint_dir"] = checkpoint_dir
+    return Config.from_values(values)
+
+
 def launch_point(point: Mapping[str, Any], view: Any = "auto") -> Any:
     """Run one point; its RunResult (not raising when the run failed)."""
     from lab.cluster import launch
@@ -139,43 +173,29 @@ def launch_point(point: Mapping[str, Any], view: Any = "auto") -> Any:
 
     s = SCALES[point["scale"]]
     kind = point["kind"]
-    if kind not in KINDS:
-        raise ParameterError("kind", kind, ", ".join(KINDS))
-    model = point["model"] or s["model"]
-    batch = 8 if kind == "checkpoint" else s["batch_size"]
-    argv = [sys.executable, "-m", "lab.bench.synthetic", "--backend", "ps", "--model", model,
-            "--batch-size", str(batch), "--warmup-steps", str(WARMUP), "--image-size",
-            "32"]  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="distlab-ckpt-") as ckpt:
+        cfg = workload_config(point, ckpt)
+        faults: list[Any] = []
         if kind == "checkpoint":
             workers, hosts, link = 1, 3, "100mbit"
-            argv += ["--steps", str(s["checkpoint_steps"]), "--checkpoint-dir", ckpt,
-                     "--checkpoint-every", "1"]  # fmt: skip
-            faults: list[Any] = []
             options = {"num_ps": 1, "ps_hosts": ["h2"], "chief_host": "h3"}
         else:
-            workers, hosts, link = 2, 5 if point["mode"] == "warm" else 4, "1gbit"
-            steps = s["worker_steps"] if kind == "worker" else chief_steps(point, workers)
-            argv += ["--steps", str(steps)]
+            workers, hosts, link = WORKERS, 5 if point["mode"] == "warm" else 4, "1gbit"
             options = {"num_ps": 1, "ps_hosts": ["h3"], "chief_host": "h4"}
             if kind == "worker":
                 faults = [Revocation("h2", at_step=s["revoke_at"], replace=point["mode"],
                                      delay=s["delay"], spare="h5" if point["mode"] == "warm"
                                      else None)]  # fmt: skip
             else:
-                every = s["checkpoint_every"]
-                # the servers wait up to chief_grace s for the chief's replacement
-                argv += ["--checkpoint-dir", ckpt, "--checkpoint-every", str(every),
-                         "--chief-grace", str(s["chief_grace"])]  # fmt: skip
                 faults = chief_revocations(point, s)
         return launch(
-            argv,
+            cfg.command(sys.executable),
             np=workers,
             launcher="ps",
             cluster=_cluster(hosts, s["cpu"], link),
             experiment=EXPERIMENT,
             options=options,
-            params={**point, "workload_model": model},
+            params={**point, "workload_model": cfg.model},
             faults=faults,
             view=view,
             timeout=s["timeout"] * max(1, len(faults)),  # the scale's is per revocation
@@ -183,12 +203,8 @@ def launch_point(point: Mapping[str, Any], view: Any = "auto") -> Any:
         )
 
 
-def run_sweep(points: Iterable[Mapping[str, Any]], view: Any = "auto", rerun: bool = False) -> Any:
-    """Every point, resumably; the summary of the succeeded runs, one row per point
-    (lab.experiments.sweeps.run_succeeded: raises NothingMeasured when nothing succeeded)."""
-    from lab.experiments.sweeps import run_succeeded
-
-    return run_succeeded(EXPERIMENT, list(points), lambda p: launch_point(p, view), KEY, rerun)
+# every point, resumably, through the lab's one run_sweep; the succeeded runs' summary
+run_sweep = room_sweep(EXPERIMENT, launch_point, KEY)
 
 
 def records(run_dir: str) -> Any:

@@ -14,13 +14,13 @@ from typing import Any
 from lab.errors import NothingMeasured
 from lab.experiments.cmdare import data
 from lab.experiments.cmdare.published import PAPER, PUBLISHED
-from lab.experiments.verdicts import Status, Verdict
-from lab.metrics.speed_model import (
+from lab.experiments.cmdare.speed_model import (
     ModelSpec,
     grouped_holdout_mape,
     grouped_split_mape,
     random_split_mape,
 )
+from lab.experiments.verdicts import Status, Verdict
 
 STEP = "Step Time (s)"
 SVR_SPEED = {"kernel": "poly", "degree": 2, "C": 100, "epsilon": 0.01, "coef0": 1, "gamma": "auto"}

@@ -3,8 +3,8 @@
 Beyond the paper: the speed model (CM-DARE's K80/P100 SVR, re-fitted on the shipped data)
 gives the job's speed, the checkpoint model its checkpoint stall, the artifact's measured
 preemptible VM start-up times the restart after a revocation, and a lifetime distribution
-(the shipped CDFs, or any other) when revocations come. ``lab.metrics.transient`` runs the
-Monte Carlo; prices are the caller's parameters.
+(the shipped CDFs, or any other) when revocations come. ``transient`` (this room) runs
+the Monte Carlo; prices are the caller's parameters.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from typing import Any
 
 from lab.errors import NothingMeasured, ParameterError
 from lab.experiments.cmdare import data, speed
+from lab.experiments.cmdare.speed_model import fit
+from lab.experiments.cmdare.transient import Job, Sampler, empirical_seconds, summarize
 from lab.experiments.verdicts import Status, Verdict
-from lab.metrics.speed_model import fit
-from lab.metrics.transient import Job, Sampler, empirical_seconds, summarize
 
 PAPER = "CM-DARE (ICDCS'20)"
+TITLE_CHARS = 80  # a longer title goes into the footnote, under a short one
 
 
 @dataclass(frozen=True)
@@ -73,10 +74,18 @@ def restart_times(gpu: str = "K80") -> Sampler:
     return empirical_seconds(rows["total"].tolist())
 
 
-def what_if_figure(runs: Any, title: str = "") -> Any:
+def what_if_figure(runs: Any, title: str = "", caption: str = "") -> Any:
     """Hours and cost of every Monte Carlo run on transient servers, the on-demand run, and
-    the transient runs' mean with its 5-95% range."""
+    the transient runs' mean with its 5-95% range.
+
+    Args:
+        title: the headline; one longer than fits the image's width moves into the
+            footnote, under a short headline.
+        caption: the job and the lifetimes drawn from (the footnote).
+    """
     import plotly.graph_objects as go
+
+    from lab.metrics.figures import style
 
     if runs is None or runs.empty or not (runs["option"] == "transient").any():
         raise NothingMeasured("no what-if run to draw")
@@ -127,12 +136,15 @@ def what_if_figure(runs: Any, title: str = "") -> Any:
         )
     )
     fig.update_layout(
-        title=title or "Expected time and cost: transient vs on-demand (lab what-if)",
         xaxis_title="job wall time (hours)",
         yaxis_title="cost (price units)",
-        height=450,
+        template="plotly_white",
     )
-    return fig
+    short = "Expected time and cost: transient vs on-demand (lab what-if)"
+    fits = bool(title) and len(title) <= TITLE_CHARS
+    notes = [caption, "" if fits else title]
+    text = ". ".join(n.rstrip(".") for n in notes if n)
+    return style(fig, caption=text + "." if text else None, title=title if fits else short)
 
 
 def what_if_verdict(runs: Any, description: str = "") -> Verdict:
@@ -176,10 +188,10 @@ def run_what_if(
     trials: int = 1000,
     seed: int = 0,
 ) -> tuple[Modelled, Any]:
-    """The modelled job and its Monte Carlo runs (``lab.metrics.transient.what_if``) under
-    ``lifetimes`` (a sampler, e.g. ``HourlyLifetimes.sample``). The default prices are
-    examples per server-hour, not quotes."""
-    from lab.metrics.transient import what_if
+    """The modelled job and its Monte Carlo runs (``transient.what_if``) under ``lifetimes``
+    (a sampler, e.g. ``HourlyLifetimes.sample``). The default prices are examples per
+    server-hour, not quotes."""
+    from lab.experiments.cmdare.transient import what_if
 
     m = modelled_job(cnn, gpu, steps, checkpoint_every)
     runs = what_if(

@@ -24,7 +24,7 @@ from lab.errors import NothingMeasured
 from lab.experiments.easyscale import published
 from lab.experiments.easyscale.runs import EST_LABEL, est_losses, launch_stage, step_digests
 from lab.experiments.verdicts import Status, Verdict
-from lab.metrics.figures import add_caption
+from lab.metrics.figures import style
 
 
 @dataclass(frozen=True)
@@ -186,14 +186,23 @@ def figure(diff: pd.DataFrame, caption: str | None = None) -> go.Figure:
             opacity=0.05 * (i + 1),
             line_width=0,
         )
-        fig.add_annotation(x=i * per, y=1.02, yref="paper", text=stage.name, showarrow=False)
+        head, _, rest = stage.name.partition(": ")
+        fig.add_annotation(
+            x=(i + 0.5) * per - 0.5,
+            y=1.0,
+            yref="paper",
+            yanchor="bottom",
+            text=f"{head}:<br>{rest}" if rest else head,
+            showarrow=False,
+            font={"size": 11},
+        )
     fig.update_layout(
         title=f"Fig 9: loss difference to DDP, {EST_LABEL}",
         xaxis_title="mini-batch",
-        yaxis_title="loss(last EST) − loss(last DDP worker)",
-        legend_title_text="× parameters' bits differ from DDP's",
+        yaxis_title="loss(last EST) − loss(last DDP)",
     )
-    return add_caption(fig, caption)
+    note = "×: after this mini-batch the parameters' bits differ from DDP's."
+    return style(fig, caption=f"{note} {caption}" if caption else note)
 
 
 def verdict(diff: pd.DataFrame, scale: str, hardware: str, runs: Sequence[str] = ()) -> Verdict:

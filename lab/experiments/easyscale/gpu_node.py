@@ -95,9 +95,13 @@ def run_fig11_13(ns: argparse.Namespace, where: str) -> None:
     numbers = overhead.switching_table(launched)
     print(numbers)
     dirs = overhead.run_dirs(launched)
+    # the paper's model is the step of paper-like length here: no second workload
+    cases = [overhead.step_case(overhead.case_name(f"{ns.scale} step", _base(ns)), numbers)]
     conclude(
         [
-            overhead.switching_verdict(numbers, ns.scale, where, runs=dirs),
+            overhead.switching_verdict(
+                cases, ns.scale, where, runs=dirs, on_vs_off=numbers["switch_overhead"]
+            ),
             overhead.est_time_verdict(
                 numbers, ns.scale, where, runs=dirs, repeats=overhead.fig13_repeats(launched)
             ),

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from lab.bench.easyscale.config import Config, DeviceSpec
-from lab.cluster.inventory import Cluster, allocate, load_profile
+from lab.cluster.inventory import Cluster, allocate, as_cluster
 from lab.errors import ParameterError
 
 EST_LABEL = "EasyScaleThreads (lab, torch.distributed gloo)"
@@ -26,11 +26,6 @@ DDP_LABELS = {
     "vanilla": "DDP, gloo ring all-reduce (torch.distributed gloo)",
 }
 DEFAULT_DEVICE = DeviceSpec("cpu", 1, "native")
-MODULE = "lab.bench.easyscale"
-
-
-def as_cluster(cluster: str | Cluster) -> Cluster:
-    return cluster if isinstance(cluster, Cluster) else load_profile(cluster)
 
 
 def devices_for(
@@ -78,7 +73,8 @@ def device_kind(
     if kind == "cuda":
         from lab.bench.easyscale.device import cuda_available
 
-        if not cuda_available():
+        declared = target.emulated and all(h.gpus > 0 for h in target.hosts)
+        if not cuda_available() and not declared:  # a rehearsal's hosts fall back, and say so
             raise ParameterError("device", kind, "cpu: torch.cuda.is_available() is False here")
     return kind
 
@@ -95,10 +91,6 @@ def gpu_backend(cluster: str | Cluster, np: int) -> str:
         per_host[s.host.name] = per_host.get(s.host.name, 0) + 1
     shared = any(per_host[s.host.name] > s.host.gpus for s in slots)
     return "gloo" if shared else "nccl"
-
-
-def stage_command(cfg: Config) -> list[str]:
-    return ["python", "-m", MODULE, *cfg.argv()]
 
 
 def launch_stage(
@@ -144,7 +136,7 @@ def launch_stage(
         **dict(params or {}),
     }
     return launch(
-        stage_command(cfg),
+        cfg.command("python"),  # its process count travels as np (WORLD_SIZE), not a flag
         np=cfg.processes,
         launcher="local",
         cluster=target,

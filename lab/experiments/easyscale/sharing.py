@@ -24,10 +24,11 @@ from lab.errors import NothingMeasured, RanksFailed
 from lab.experiments.easyscale import published
 from lab.experiments.easyscale.runs import EST_LABEL, launch_stage
 from lab.experiments.verdicts import Status, Verdict
-from lab.metrics.figures import add_caption
+from lab.metrics.figures import COLORS, style
 
 GIB = 2**30
 PACKED = "worker packing (DDP processes, torch.distributed gloo)"
+LEGEND = {PACKED: "worker packing (DDP processes)", EST_LABEL: "EasyScaleThreads (lab)"}
 # The notebook's parameters per scale (lab.experiments.scale_parameters): three worker
 # counts give each system a slope; three steps leave two timed after the first.
 DEFAULTS = {
@@ -142,11 +143,16 @@ def figure(table: pd.DataFrame, caption: str | None = None) -> go.Figure:
     as a line; ``caption`` says where and at which scale the lab measured."""
     measure = ", ".join(sorted(set(table["memory_measure"].dropna())))
     titles = (f"memory ({measure}, GiB)", "samples/s")
-    fig = make_subplots(rows=1, cols=2, subplot_titles=titles)
-    for system, part in table.groupby("system"):
-        fig.add_scatter(x=part["workers"], y=part["memory_gib"], name=system, row=1, col=1)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.12)
+    colors = {}
+    for i, (system, part) in enumerate(table.groupby("system")):
+        name = LEGEND.get(system, system)
+        colors[system] = COLORS[i % len(COLORS)]
+        common = {"name": name, "legendgroup": name, "line": {"color": colors[system]}}
+        common["hovertemplate"] = "%{x} workers: %{y:.3g}<extra>" + system + "</extra>"
+        fig.add_scatter(x=part["workers"], y=part["memory_gib"], row=1, col=1, **common)
         fig.add_scatter(
-            x=part["workers"], y=part["samples_per_s"], name=system, row=1, col=2, showlegend=False
+            x=part["workers"], y=part["samples_per_s"], row=1, col=2, showlegend=False, **common
         )
     flat = published.value("Fig 10", quantity="memory")
     fig.add_hline(
@@ -154,11 +160,13 @@ def figure(table: pd.DataFrame, caption: str | None = None) -> go.Figure:
         line_dash="dot",
         row=1,
         col=1,
-        annotation_text="EasyScale published: 4.74 GiB flat to 16 (V100, ResNet50)",
+        annotation_text=f"paper: {flat.value:g} GiB, flat to 16 workers (V100, ResNet50)",
+        annotation_position="bottom left",
+        annotation_font_size=11,
     )
     fig.update_xaxes(title_text="workers on one device")
     fig.update_layout(title="Fig 10: N workers on one device")
-    return add_caption(fig, caption)
+    return style(fig, caption=caption, sources=[flat.source])
 
 
 def verdict(

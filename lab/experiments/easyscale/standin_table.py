@@ -23,13 +23,16 @@ import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from lab.errors import NothingMeasured, ParameterError
 from lab.experiments.easyscale.standin_runs import EXPERIMENT, measured, startup_seconds
 from lab.experiments.easyscale.steptimes import COLUMNS
+
+if TYPE_CHECKING:
+    from lab.bench.torch_step_sweep import Config as StepSweepConfig
 
 log = logging.getLogger(__name__)
 
@@ -168,6 +171,27 @@ def _cluster(point: dict[str, Any]) -> Any:
     return cluster_from_dict({"name": name, "emulated": spec}, name)
 
 
+def workload_config(point: dict[str, Any]) -> StepSweepConfig:
+    """The ranks' ``lab.bench.torch_step_sweep`` config of a point, checked (ParameterError
+    naming the setting, before anything starts)."""
+    from lab.bench.torch_step_sweep import Config
+
+    return Config.from_values(
+        {
+            "model": point["model"],
+            "batch_size": point["batch_size"],
+            "image_sizes": point["image_sizes"],
+            "micro_batches": point["ests"],
+            "seconds": point["seconds"],
+            "min_steps": point["min_steps"],
+            "rounds": point["rounds"],
+            "threads": point["device_threads"],
+            "in_step": bool(point.get("in_step")),
+            "allocator": point.get("allocator", "system"),
+        }
+    )
+
+
 def run_point(
     point: dict[str, Any],
     experiment: str = EXPERIMENT,
@@ -177,33 +201,7 @@ def run_point(
     ones too."""
     from lab.cluster import launch
 
-    def csv(values: Sequence[Any]) -> str:
-        return ",".join(str(v) for v in values)
-
-    argv = [
-        "python",
-        "-m",
-        "lab.bench.torch_step_sweep",
-        "--model",
-        str(point["model"]),
-        "--batch-size",
-        str(point["batch_size"]),
-        "--image-sizes",
-        csv(point["image_sizes"]),
-        "--micro-batches",
-        csv(point["ests"]),
-        "--seconds",
-        str(point["seconds"]),
-        "--min-steps",
-        str(point["min_steps"]),
-        "--rounds",
-        str(point["rounds"]),
-        "--threads",
-        csv(point["device_threads"]),
-        *(["--in-step"] if point.get("in_step") else []),
-        "--allocator",
-        str(point.get("allocator", "system")),
-    ]
+    argv = workload_config(point).command()
     configs = len(point["image_sizes"]) * len(point["ests"])
     return launch(
         argv,
@@ -236,8 +234,12 @@ def measure(
         seconds: timed seconds of steps per configuration on each device (at least).
         min_steps: timed steps per configuration (at least).
         rounds: visits to each configuration, its seconds and steps shared among them.
+
+    Raises:
+        ParameterError: a setting is bad (before anything starts).
+        NothingMeasured: no point succeeded (lab.experiments.sweeps.run_sweep).
     """
-    from lab.metrics import Sweep
+    from lab.experiments.sweeps import run_sweep
 
     if not ests or min(ests) < 1 or not seconds > 0 or min(min_steps, rounds) < 1:
         raise ParameterError(
@@ -255,15 +257,21 @@ def measure(
         if why:
             raise ParameterError("devices", "CPU quotas", f"devices with cpu=None here ({why})")
     pts = points(workloads, devices, ests, seconds, min_steps, rounds)
-    sweep = Sweep(
+    for p in pts:  # every rank command checked before the first run starts
+        workload_config(p)
+    return run_sweep(
         experiment,
         pts,
-        lambda p: run_point(p, experiment, results_root),
+        rerun=rerun,
+        view=None,
+        run=lambda p: run_point(p, experiment, results_root),
+        strict=False,  # a failed stand-in leaves its row out of the table, as before
+        retries=0,
+        complete=dict,
         key=list(pts[0]),
         results_root=results_root,
         progress=False,
     )
-    return sweep.run(rerun=rerun)
 
 
 def standin_table(

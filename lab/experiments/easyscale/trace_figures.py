@@ -10,10 +10,11 @@ from typing import Any
 import pandas as pd
 
 from lab.experiments.easyscale.published_trace import POLICIES, published_frame
-from lab.metrics.figures import add_caption
+from lab.metrics.figures import COLORS, HATCHED, style
 
 QUANTITIES = (("mean_jct", "average JCT (s)"), ("makespan", "makespan (s)"))
-LAB_NAME = "lab (simulated, lab's measured step times)"
+LAB_NAME = "lab (simulated)"
+LAB_WORDS = "lab: simulated with the lab's measured step times"
 
 
 def _subplots(titles: tuple[str, ...]) -> Any:
@@ -55,6 +56,7 @@ def jct_makespan_bars(
                 y=lab.values,
                 name=LAB_NAME,
                 marker_color="#1f77b4",
+                textposition="outside",
                 showlegend=col == 1,
                 text=[f"{v:.0f}" for v in lab.values],
             ),
@@ -66,18 +68,19 @@ def jct_makespan_bars(
             go.Bar(
                 x=order,
                 y=rows["value"].values,
-                name="published (EasyScale SC'23, Fig 14)",
-                marker_color="#aaaaaa",
+                name="paper (Fig 14)",
+                marker=HATCHED,
                 showlegend=col == 1,
                 text=[f"{v:.0f}" if pd.notna(v) else "" for v in rows["value"].values],
-                hovertext=rows["source"].values,
+                textposition="outside",
+                meta={"published": True, "source": list(dict.fromkeys(rows["source"].dropna()))},
             ),
             row=1,
             col=col,
         )
         fig.update_yaxes(type="log" if log_y else "linear", title_text="seconds", row=1, col=col)
     fig.update_layout(barmode="group", title="Trace experiment: JCT and makespan per policy")
-    return add_caption(fig, caption)
+    return style(fig, caption=_with_words(caption))
 
 
 def allocation_over_time(
@@ -100,7 +103,7 @@ def allocation_over_time(
             go.Scatter(
                 x=one["time"],
                 y=one["devices"],
-                name=f"{policy} (lab, simulated)",
+                name=policy,
                 mode="lines",
                 line_shape="hv",
             )
@@ -110,7 +113,7 @@ def allocation_over_time(
         xaxis_title="time (s)",
         yaxis_title="devices allocated",
     )
-    return add_caption(fig, caption)
+    return style(fig, caption=_with_words(caption))
 
 
 def allocation_by_type(
@@ -141,8 +144,10 @@ def allocation_by_type(
                 row=1,
                 col=col,
             )
+    fig.update_xaxes(title_text="time (s)")
+    fig.update_yaxes(title_text="devices allocated", row=1, col=1)
     fig.update_layout(title="Devices allocated over time, by device type")
-    return add_caption(fig, caption)
+    return style(fig, caption=_with_words(caption))
 
 
 def _with_policy(allocations: Mapping[str, pd.DataFrame] | pd.DataFrame) -> pd.DataFrame:
@@ -158,8 +163,10 @@ def sweep_figure(sweep: pd.DataFrame, x: str = "interval_s", caption: str | None
 
     fig = _subplots(tuple(title for _, title in QUANTITIES))
     numeric = pd.api.types.is_numeric_dtype(sweep[x])
+    words = x.replace("_s", " (s)").replace("_", " ")
+    policies = _order(sweep["policy"])
     for col, (quantity, _) in enumerate(QUANTITIES, start=1):
-        for policy in _order(sweep["policy"]):
+        for i, policy in enumerate(policies):
             one = (
                 sweep[sweep["policy"] == policy].sort_values(x)
                 if numeric
@@ -171,10 +178,16 @@ def sweep_figure(sweep: pd.DataFrame, x: str = "interval_s", caption: str | None
                 "name": policy,
                 "showlegend": col == 1,
                 "legendgroup": policy,
+                "marker": {"color": COLORS[i % len(COLORS)]},
             }
             trace = go.Scatter(mode="lines+markers", **kwargs) if numeric else go.Bar(**kwargs)
             fig.add_trace(trace, row=1, col=col)
-        fig.update_xaxes(title_text=x.replace("_s", " (s)").replace("_", " "), row=1, col=col)
+        fig.update_xaxes(title_text=words, row=1, col=col)
         fig.update_yaxes(title_text="seconds", type="log", row=1, col=col)
-    fig.update_layout(barmode="group", title=f"JCT and makespan against {x} ({LAB_NAME})")
-    return add_caption(fig, caption)
+    fig.update_layout(barmode="group", title=f"JCT and makespan against {words}, {LAB_NAME}")
+    return style(fig, caption=_with_words(caption))
+
+
+def _with_words(caption: str | None) -> str:
+    """The caption, after what the lab's numbers are (they are simulated)."""
+    return f"{LAB_WORDS}. {caption}" if caption else f"{LAB_WORDS}."

@@ -25,11 +25,12 @@ from typing import Any
 
 import pandas as pd
 
-from lab.errors import NothingMeasured
+from lab.errors import NothingMeasured, ParameterError
 from lab.experiments.evidence import where
 from lab.experiments.kungfu.kungfu_resize import run_kungfu_resizing
 from lab.experiments.kungfu.published import KUNGFU_OSDI20
 from lab.experiments.kungfu.scaling import read_events, run_resizing
+from lab.experiments.kungfu.throughput_bins import BIN_S, binned_throughput
 from lab.experiments.verdicts import Status, Verdict
 
 EXPERIMENT = "kungfu/fig7_scaling"
@@ -38,6 +39,7 @@ SYSTEM = "horovod-gloo"  # horovodrun --gloo in elastic mode
 KUNGFU = "kungfu-elastic"  # kungfu-run -w with its config server
 LAB_LABEL = "Horovod Elastic (lab)"
 LABELS = {SYSTEM: LAB_LABEL, KUNGFU: "KungFu elastic (config server)"}
+SHORT = {SYSTEM: "Horovod Elastic", KUNGFU: "KungFu"}  # legend names
 DEFAULTS: dict[str, dict[str, Any]] = {
     # seconds after the first step: a grow took 3-6 s in the make runs (the new worker
     # starts TensorFlow; KungFu's 3.0-3.5 s, Horovod's 4.8-6.2 s), once up to 22 s under
@@ -81,11 +83,14 @@ def runner(cluster: Any = "local", timeout: float = 600) -> Callable[..., Any]:
     (shown in ``out``, an ``ipywidgets.Output``, when one is given)."""
 
     def run(point: dict[str, Any], out: Any = None) -> Any:
+        from lab.experiments.points import recorded_tags
+
         view: Any = "auto"
         if out is not None:
             from lab.cluster.view import ShownIn
 
             view = ShownIn(out)
+        point = {**point, **recorded_tags()}  # e.g. that the controls made it
         if point["system"] == KUNGFU:
             return run_kungfu_resizing(
                 point["schedule"], point, EXPERIMENT, cluster=cluster, timeout=timeout, view=view
@@ -101,12 +106,24 @@ def runner(cluster: Any = "local", timeout: float = 600) -> Callable[..., Any]:
 def run_one(
     values: Mapping[str, Any], scale: str = "smoke", cluster: Any = "local", out: Any = None
 ) -> Any:
-    """One run from the controls' values (system, schedule, model, batch size)."""
+    """One run from the controls' values (system, schedule, model, batch size): the
+    sweep's point for them, completed as the sweep completes it, so the sweep finds it."""
     from lab.experiments.points import cluster_name, complete_point
 
     one = points(values, [values.get("system", SYSTEM)])[0]
     point = complete_point({"cluster": cluster_name(cluster), **one}, scale)
     return runner(cluster)(point, out=out)
+
+
+def checked_schedule(text: str) -> str:
+    """A schedule as the controls take it: entries ``parse_schedule`` reads, ending with
+    ``SECONDS:stop`` (the run steps until it stops). Raises ParameterError."""
+    from lab.cluster.elastic_hosts import parse_schedule
+
+    changes = parse_schedule(text)
+    if not changes[-1].stop or not any(not c.stop for c in changes):
+        raise ParameterError("schedule", text, "SECONDS:SLOTS entries, the last SECONDS:stop")
+    return text
 
 
 def published() -> pd.DataFrame:
@@ -179,8 +196,8 @@ def resizes_of(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
 
 
 def timeline(run_dir: str | Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
-    """The job's total throughput per second since the first host change, and the host
-    changes on the same clock."""
+    """The job's total throughput in 1-s bins since the first host change
+    (``binned_throughput``), and the host changes on the same clock."""
     from lab.metrics.store import load_run
 
     events = host_changes(run_dir)
@@ -190,19 +207,47 @@ def timeline(run_dir: str | Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
         )
     t0 = min(float(e["time"]) for e in events)
     records = load_run(run_dir)
-    steps = records[(records["kind"] == "step") & (records["source"] == "lab")].copy()
-    steps["t"] = (pd.to_numeric(steps["time"]) - t0).round(0)
-    line = steps.groupby("t")["throughput"].sum().reset_index()
-    return line, [{**e, "t": float(e["time"]) - t0} for e in events]
+    steps = records[(records["kind"] == "step") & (records["source"] == "lab")]
+    return binned_throughput(steps, t0), [{**e, "t": float(e["time"]) - t0} for e in events]
+
+
+def short_label(run_dir: str | Path) -> str:
+    """The legend's name of a run: system · model."""
+    from lab.metrics.layout import read_manifest
+
+    params = read_manifest(run_dir).get("params") or {}
+    system = SHORT.get(system_of(run_dir), system_of(run_dir))
+    return f"{system} · {params['model']}" if params.get("model") else system
+
+
+def run_traces(run_dir: str | Path) -> list[Any]:
+    """One run as ``figure`` draws it (what ``Controls.mark(draw=...)`` adds)."""
+    return [_line(run_dir, timeline(run_dir)[0])]
+
+
+def _line(run_dir: str | Path, line: pd.DataFrame) -> Any:
+    import plotly.graph_objects as go
+
+    return go.Scatter(
+        x=line["t"].tolist(),
+        y=line["throughput"].tolist(),
+        customdata=line[["samples", "steps"]].to_numpy().tolist(),
+        hovertemplate="%{x:.1f} s: %{y:.4s} img/s (%{customdata[0]:.0f} samples in "
+        "%{customdata[1]} steps)<extra>" + label_of(run_dir) + "</extra>",
+        mode="lines+markers",
+        marker={"size": 4},
+        name=short_label(run_dir),
+    )
 
 
 def figure(runs: str | Path | Sequence[str | Path], caption: str | None = None) -> Any:
     """Throughput around each resize, one line per run (each on its own clock from its
     first host change), with a dashed line at every host change of the first run (the
-    runs play the same schedule)."""
+    runs play the same schedule), and a footnote with each run's resize latencies beside
+    the published ones."""
     import plotly.graph_objects as go
 
-    from lab.metrics.figures import add_caption
+    from lab.metrics.figures import style
     from lab.metrics.layout import read_manifest
 
     dirs = [runs] if isinstance(runs, str | Path) else list(runs)
@@ -213,26 +258,45 @@ def figure(runs: str | Path | Sequence[str | Path], caption: str | None = None) 
     for run_dir in dirs:
         line, changed = timeline(run_dir)
         changes = changes or changed
-        fig.add_trace(
-            go.Scatter(
-                x=line["t"].tolist(),
-                y=line["throughput"].tolist(),
-                mode="lines+markers",
-                name=f"total img/s ({label_of(run_dir)})",
-            )
-        )
+        fig.add_trace(_line(run_dir, line))
     params = read_manifest(dirs[0]).get("params") or {}
     for e in changes:
         if e["t"] > 0:
-            fig.add_vline(x=e["t"], line_dash="dash", annotation_text=f"→ {e['slots']} workers")
+            fig.add_vline(
+                x=e["t"],
+                line_dash="dash",
+                line_color="#888",
+                annotation_text=f"→ {int(e['slots'])}",
+                annotation_position="top right",
+            )
     fig.update_layout(
-        title=f"Throughput around each resize ({params.get('model', '?')}, batch "
-        f"{params.get('batch_size', '?')} per worker)",
-        xaxis_title="seconds since the schedule started",
-        yaxis_title="img/s (all workers)",
+        xaxis_title="seconds since the schedule started (dashed: host change → workers)",
+        yaxis={"title": f"img/s, all workers ({BIN_S:g}-s bins)", "rangemode": "tozero"},
         template="plotly_white",
     )
-    return add_caption(fig, caption)
+    title = (
+        f"Throughput around each resize ({params.get('model', '?')}, batch "
+        f"{params.get('batch_size', '?')} per worker)"
+    )
+    fig.update_layout(title=title)
+    notes = [_latency_note(dirs), caption or ""]
+    sources = published()["source"].tolist()
+    return style(fig, caption=" ".join(n for n in notes if n), sources=sources, legend="top")
+
+
+def _latency_note(dirs: Sequence[str | Path]) -> str:
+    """One sentence per run: its resize latencies; then the published ones."""
+    parts = []
+    for run_dir in dirs:
+        table = resizes(run_dir)
+        if not table.empty:
+            parts.append(f"{SHORT.get(system_of(run_dir), system_of(run_dir))} "
+                         + _resize_words(table))  # fmt: skip
+    paper = published()
+    if not paper.empty:
+        pub = "; ".join(f"{r.setting} {r.value:.3g} s" for r in paper.itertuples())
+        parts.append(f"published (KungFu artifact): {pub}")
+    return ("Time to the first step at the new size: " + ". ".join(parts) + ".") if parts else ""
 
 
 def status_of(table: pd.DataFrame) -> Status:

@@ -146,6 +146,51 @@ def protocol_points(
     return pts, keys, compared
 
 
+def point_for(p: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """The point the sweep (``protocol_points`` over ``p``) runs for the controls' values:
+    one system, model, worker count, batch size and ``setting`` (a name of SETTINGS),
+    with the sweep's steps and monitor alternation. A system that alternates runs no
+    baseline of its own in the sweep; there the baseline is a plain run.
+
+    Raises:
+        ParameterError: the setting is not one of SETTINGS.
+    """
+    name = values["setting"]
+    one = {**p, "models": [values["model"]], "settings": [name]}
+    one |= {k: values[k] for k in ("workers", "batch_size")}
+    if name == BASELINE:
+        one["alternate"] = 0
+    pts, keys, _ = protocol_points(one, [values["system"]])
+    point = next(pt for pt, key in zip(pts, keys, strict=True) if key[2] == name)
+    return {k: v for k, v in point.items() if k != PHASE}
+
+
+def tried_overhead(measured: pd.DataFrame) -> Callable[[Mapping[str, Any], Any], float | None]:
+    """Where a run tried in the controls goes on the figure (``Controls.mark(y=...)``): its
+    overhead in %, against its own unmonitored steps where it alternated the monitor, else
+    against the mean of the sweep's baseline runs of its system and model (``measured``:
+    ``run_protocol``'s table); None for a baseline, or with no baseline to compare."""
+    from lab.experiments.protocol_runner import steady_throughput
+
+    runs = measured.attrs.get("runs", pd.DataFrame(columns=["point", "value"]))
+
+    def place(point: Mapping[str, Any], run_dir: Any) -> float | None:
+        if point.get("setting") == BASELINE:
+            return None
+        if point.get("alternate"):
+            on = steady_throughput(run_dir, phase=alternation.ON)["total"]
+            off = steady_throughput(run_dir, phase=alternation.OFF)["total"]
+        else:
+            on = steady_throughput(run_dir)["total"]
+            base = (point["system"], point["model"], BASELINE)
+            off = runs.loc[[key == base for key in runs["point"]], "value"].mean()
+        if not (on > 0 and off > 0):
+            return None
+        return 100.0 * (1.0 - on / off)
+
+    return place
+
+
 def alternates(system: str) -> bool:
     """Whether ``system`` can switch its monitor off and on within one run."""
     from lab.bench.synthetic import ALTERNATING_BACKENDS
@@ -271,12 +316,16 @@ def figure(
     from lab.metrics import figures
 
     several = table[["system", "model"]].drop_duplicates().shape[0] > 1 if len(table) else False
-    df = table.assign(setting=table["label"] + " · " + table["model"] + " · " + table["setting"])
+    df = table.assign(series=table["label"] + " · " + table["model"]) if several else table
     title = "Monitoring overhead"
     if workers is not None and batch_size is not None:
         title += f", {workers} workers, batch {batch_size} per worker"
     return figures.overhead_bars(
-        df if several else table, published=published(), caption=caption, title=title
+        df,
+        published=published(),
+        caption=caption,
+        title=title,
+        color="series" if several else None,
     )
 
 

@@ -1,9 +1,12 @@
 """KungFu Fig 9: ideal vs actual synchronous throughput as workers grow.
 
-The ideal is measured per model: one worker alone (system ``single``: training with no
-communication) times N. ``ideal_table`` turns a sweep's summary into one row per measured
-point with that model's ideal beside it; the figure, the table and the verdict are all
-built from that one table, so they cannot disagree.
+The ideal is measured per model and framework: one worker alone (system ``single``, or
+``torch-single`` for the PyTorch systems: training with no communication) times N.
+``ideal_table`` turns a sweep's summary into one row per measured point with its ideal
+beside it (lab.experiments.kungfu.fig9_tables); the figure, the table and the verdict are
+all built from that one table, so they cannot disagree. The PyTorch systems (Horovod's
+PyTorch API, and DDP: in none of the papers) are drawn beside KungFu and Horovod; the
+verdict compares KungFu with Horovod on TensorFlow, the paper's comparison.
 
 The points run under the lab's protocol (``lab.experiments.protocol_runner``): interleaved
 rounds until each system point's throughput and its speedup over ``single`` (per round,
@@ -21,8 +24,18 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from lab.errors import NothingMeasured
-from lab.experiments.evidence import best_ratio, paired_speedup, ratio_status, succeeded, where
+from lab.experiments.evidence import best_ratio, paired_speedup, ratio_status, where
+from lab.experiments.kungfu.fig9_tables import (  # noqa: F401 - the notebook's names
+    COLUMNS,
+    PROTOCOL_COLUMNS,
+    SINGLE,
+    ideal_for,
+    ideal_table,
+    is_ideal,
+    protocol_ideal_table,
+)
 from lab.experiments.kungfu.published import KUNGFU_OSDI20
+from lab.experiments.systems import uses_torch
 from lab.experiments.verdicts import Status, Verdict, percent
 
 if TYPE_CHECKING:
@@ -30,7 +43,6 @@ if TYPE_CHECKING:
 
 EXPERIMENT = "kungfu/fig9_scalability"
 FIGURE = "Fig 9"
-SINGLE = "single"  # the no-communication run that defines the ideal
 DEFAULTS: dict[str, dict[str, Any]] = {
     "smoke": {
         # the figure's two engines (MWMS: paper scale); on emulated-4 a run costs ~7 s
@@ -38,7 +50,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         # start-up, so a round of the three is ~32 s. 90 s held two rounds: a t interval
         # on one degree of freedom (t = 12.7), ± 45-180% of the ratio; 100 s holds three
         # (a round starts only if it should end within the budget): t = 4.3
-        "systems": ["horovod-mpi", "kungfu-sync"],
+        "systems": ["horovod-mpi", "kungfu-sync", "horovod-torch", "torch-ddp"],
         "models": ["small_cnn"],
         "workers": [2],
         "batch_size": 32,
@@ -53,7 +65,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "min_rounds": 5,
     },
     "paper": {
-        "systems": ["horovod-mpi", "mwms", "kungfu-sync"],
+        "systems": ["horovod-mpi", "mwms", "kungfu-sync", "horovod-torch", "torch-ddp"],
         "models": ["ResNet50", "MobileNetV2"],
         "workers": [8, 16, 32],
         "batch_size": 32,
@@ -62,41 +74,30 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "min_rounds": 0,  # an hour holds enough rounds
     },
 }
-PROTOCOL_COLUMNS = ["repeats", "precise", "resolved", "reason", "seconds"]
-COLUMNS = [
-    "system",
-    "label",
-    "model",
-    "workers",
-    "ideal_rate",
-    "ideal",
-    "actual",
-    "actual_ci",
-    "efficiency",
-    "efficiency_ci",
-    "run_dir",
-]
 
 
 def points(p: Mapping[str, Any], systems: Sequence[str]) -> list[dict[str, Any]]:
-    """One ``single`` run per model (the ideal), then every system × model × workers."""
+    """One run per model of each ideal the systems need (``single``, ``torch-single``),
+    then every system × model × workers."""
     from lab.experiments.points import grid
 
     common = {"model": list(p["models"]), "batch_size": p["batch_size"]}
-    return grid(system=SINGLE, workers=1, **common) + grid(
+    ideals = list(dict.fromkeys(ideal_for(s) for s in systems)) or [SINGLE]
+    return grid(system=ideals, workers=1, **common) + grid(
         system=list(systems), workers=list(p["workers"]), **common
     )
 
 
 Key = tuple[str, str, int]  # (system, model, workers)
+IDEAL_NAMES = {SINGLE: "ideal", "torch-single": "ideal PyTorch"}  # legend names
 
 
 def protocol_points(
     p: Mapping[str, Any], systems: Sequence[str]
 ) -> tuple[list[dict[str, Any]], list[Key], list[Compared]]:
     """The protocol's inputs: the points (as ``points``), their keys ``(system, model,
-    workers)``, and as compared quantities each model's ``single`` throughput and, per
-    system point, its throughput and its speedup over ``single`` (context: not extended
+    workers)``, and as compared quantities each ideal's throughput per model and, per
+    system point, its throughput and its speedup over its ideal (context: not extended
     past the budget); at the largest worker count also every KungFu system's speedup over
     every Horovod one, per round (what ``verdict`` judges, given the protocol's table)."""
     from lab.experiments.evidence import pair_speedups
@@ -105,11 +106,11 @@ def protocol_points(
     pts = points(p, systems)
     keys: list[Key] = [(str(q["system"]), str(q["model"]), int(q["workers"])) for q in pts]
     compared: list[Compared] = [
-        throughput(k, _name("throughput", k)) for k in keys if k[0] == SINGLE
+        throughput(k, _name("throughput", k)) for k in keys if is_ideal(k[0])
     ]
     for k in keys:
-        if k[0] != SINGLE:
-            single = (SINGLE, k[1], 1)
+        if not is_ideal(k[0]):
+            single = (ideal_for(k[0]), k[1], 1)
             compared += [
                 throughput(k, _name("throughput", k)),
                 # the efficiency beside the verdict's KungFu / Horovod ratio: a run of
@@ -131,112 +132,6 @@ def target(p: Mapping[str, Any]) -> Target:
     return Target.of_scale(p)
 
 
-def protocol_ideal_table(table: pd.DataFrame) -> pd.DataFrame:
-    """``ideal_table``'s rows from ``run_protocol``'s table: ``actual`` ± CI is a system
-    point's throughput, ``ideal_rate`` its model's ``single`` throughput, ``efficiency``
-    ± CI its per-round speedup over ``single`` / N; with the repeats behind the speedup,
-    whether it reached the target (``precise``), ``resolved`` (its interval excludes 1),
-    why measuring stopped and the seconds spent. ``run_dir``: the point's last good run.
-    Points without a measured value or a measured ``single`` are left out."""
-    cols = [*COLUMNS, *PROTOCOL_COLUMNS]
-    if table.empty:
-        return pd.DataFrame(columns=cols)
-    rate = {r.a: r for r in table[table["kind"] == "throughput"].itertuples()}
-    runs = table.attrs.get("runs")
-    last: dict[Any, str] = {}
-    if runs is not None and len(runs):
-        for r in runs[runs["ok"].astype(bool)].itertuples():
-            last[r.point] = str(r.run_dir)
-    rows = []
-    for r in table[table["kind"] == "speedup"].itertuples():
-        if r.b[0] != SINGLE:
-            continue  # a system over another (verdict reads those), not over the ideal
-        system, model, n = r.a
-        single, actual = rate.get(r.b), rate.get(r.a)
-        if single is None or actual is None or pd.isna(single.value) or pd.isna(actual.value):
-            continue  # no ideal, or the point never measured (every run of it failed)
-        rows.append(
-            {
-                "system": system,
-                "label": _label(system),
-                "model": model,
-                "workers": int(n),
-                "ideal_rate": float(single.value),
-                "ideal": float(single.value) * int(n),
-                "actual": float(actual.value),
-                "actual_ci": float(actual.ci),
-                "efficiency": float(r.value) / int(n),
-                "efficiency_ci": float(r.ci) / int(n),
-                "run_dir": last.get(r.a),
-                "repeats": int(r.repeats),
-                "precise": bool(r.precise),
-                "resolved": bool(r.resolved),
-                "reason": r.reason,
-                "seconds": float(r.seconds),
-            }
-        )
-    out = pd.DataFrame(rows, columns=cols)
-    return out.sort_values(["model", "system", "workers"], kind="stable").reset_index(drop=True)
-
-
-def _label(system: str) -> str:
-    from lab.experiments.systems import SYSTEMS
-
-    return SYSTEMS[system].label if system in SYSTEMS else system
-
-
-def ideal_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """One row per succeeded point of a system, with its own model's ideal.
-
-    ``ideal_rate`` is the newest succeeded ``single`` run's rate for that row's model;
-    ``ideal = ideal_rate × workers``; ``efficiency = actual / ideal`` with the CI of the
-    ratio. Points whose model has no single-worker run are left out (no ideal to compare).
-    """
-    from lab.metrics.stats import Estimate, ratio
-
-    ok = succeeded(summary)
-    if ok.empty or "system" not in ok:
-        return pd.DataFrame(columns=COLUMNS)
-    single = ok[ok["system"] == SINGLE]
-    rates = {
-        model: Estimate(float(g["throughput_per_rank"].iloc[-1]), _ci(g, "throughput_per_rank"))
-        for model, g in single.groupby("model", sort=False)
-    }
-    rows = []
-    for _, r in ok[ok["system"] != SINGLE].iterrows():
-        base = rates.get(r["model"])
-        if base is None:
-            continue
-        n = int(r["workers"])
-        actual = Estimate(float(r["throughput_total"]), _ci(r, "throughput_total"))
-        eff = ratio(actual, Estimate(base.mean * n, base.ci * n))
-        rows.append(
-            {
-                "system": r["system"],
-                "label": _label(r["system"]),
-                "model": r["model"],
-                "workers": n,
-                "ideal_rate": base.mean,
-                "ideal": base.mean * n,
-                "actual": actual.mean,
-                "actual_ci": actual.ci,
-                "efficiency": eff.mean,
-                "efficiency_ci": eff.ci,
-                "run_dir": r.get("run_dir"),
-            }
-        )
-    table = pd.DataFrame(rows, columns=COLUMNS)
-    return table.sort_values(["model", "system", "workers"], kind="stable").reset_index(drop=True)
-
-
-def _ci(row: Any, col: str) -> float:
-    key = f"{col}_ci"
-    value = row.get(key, math.nan)
-    if isinstance(value, pd.Series):
-        value = value.iloc[-1]
-    return float(value) if value is not None and pd.notna(value) else math.nan
-
-
 def published() -> pd.DataFrame:
     """The paper's Fig 9 rows (KungFu and Horovod at 32 workers), from the one table."""
     from lab.experiments.published import published_table
@@ -245,8 +140,9 @@ def published() -> pd.DataFrame:
 
 
 def figure(table: pd.DataFrame, caption: str | None = None, batch_size: Any = None) -> Any:
-    """Measured throughput per system and model, one dashed ideal line per model, and the
-    paper's points (hollow markers)."""
+    """Measured throughput per system and model, one dashed ideal line per model and
+    framework, and the paper's 32-worker points in a panel of their own
+    (``figures.throughput_vs_workers``)."""
     import plotly.graph_objects as go
 
     from lab.metrics import figures
@@ -263,10 +159,11 @@ def figure(table: pd.DataFrame, caption: str | None = None, batch_size: Any = No
         color="series",
         ideal=False,
         published=published(),
-        caption=caption,
         title=title,
     )
-    for model, group in table.groupby("model", sort=True):
+    dashes = ("dash", "dot", "dashdot", "longdash")
+    ideals = table.assign(ideal_of=table.get("ideal_of", SINGLE))
+    for i, ((model, ideal), group) in enumerate(ideals.groupby(["model", "ideal_of"], sort=True)):
         rate = float(group["ideal_rate"].iloc[0])
         xs = [1, *sorted(set(int(n) for n in group["workers"]))]
         fig.add_trace(
@@ -274,19 +171,28 @@ def figure(table: pd.DataFrame, caption: str | None = None, batch_size: Any = No
                 x=xs,
                 y=[rate * n for n in xs],
                 mode="lines",
-                line={"dash": "dash"},
-                name=f"ideal · {model} (1 worker × N, no communication)",
-                meta={"ideal": True, "model": model},
+                line={"dash": dashes[i % len(dashes)], "color": figures.PUBLISHED_COLOR},
+                name=figures.series_name(IDEAL_NAMES.get(ideal, ideal), model),
+                hovertemplate="%{x} workers: %{y:.4g}<extra>ideal: 1 worker × N, "
+                "no communication</extra>",
+                meta={"ideal": True, "model": model, "system": ideal},
             )
         )
-    return fig
+    counts = sorted({1, *(int(n) for n in table["workers"])})
+    fig.update_layout(xaxis_tickvals=counts)  # the lab's panel, from the ideal's 1 worker
+    note = "Ideal (dashed): one worker alone, without communication, × N."
+    return figures.style(fig, caption=f"{note} {caption}" if caption else note)
 
 
 def ideal_traces(fig: Any) -> dict[str, Any]:
-    """The figure's ideal lines by model (for readers and tests)."""
-    return {
-        t.meta["model"]: t for t in fig.data if isinstance(t.meta, dict) and t.meta.get("ideal")
-    }
+    """The figure's ideal lines by model, ``"model (torch-single)"`` for the PyTorch
+    systems' (for readers and tests)."""
+    out = {}
+    for t in fig.data:
+        if isinstance(t.meta, dict) and t.meta.get("ideal"):
+            ideal = t.meta.get("system", SINGLE)
+            out[t.meta["model"] if ideal == SINGLE else f"{t.meta['model']} ({ideal})"] = t
+    return out
 
 
 def at_largest(table: pd.DataFrame) -> pd.DataFrame:
@@ -318,7 +224,8 @@ def is_kungfu(system: str) -> bool:
 
 
 def is_horovod(system: str) -> bool:
-    return system.startswith("horovod")
+    """Horovod on TensorFlow, the paper's (its PyTorch API is drawn, not compared)."""
+    return system.startswith("horovod") and not uses_torch(system)
 
 
 def published_ratio() -> tuple[float, str]:

@@ -25,12 +25,12 @@ def timed_schedule(changes: list[Change]) -> str:
 
 
 def kungfu_elastic_argv(point: Mapping[str, Any], schedule: str) -> list[str]:
-    """``python -m lab.bench.kungfu_elastic --timed-schedule ...`` with the point's flags."""
-    argv = ["python", "-m", "lab.bench.kungfu_elastic", "--timed-schedule", schedule]
-    for key in FLAGS:
-        if point.get(key) is not None:
-            argv += [f"--{key.replace('_', '-')}", str(point[key])]
-    return argv
+    """``python -m lab.bench.kungfu_elastic --timed-schedule ...`` with the point's
+    settings, built by the workload's Config (ParameterError naming the setting)."""
+    from lab.bench.kungfu_elastic import Config
+
+    values = {k: point[k] for k in FLAGS if point.get(k) is not None}
+    return Config.from_values({**values, "timed_schedule": schedule}).command()
 
 
 def run_kungfu_resizing(

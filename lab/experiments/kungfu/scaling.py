@@ -36,6 +36,8 @@ FIRST_STEP_WAIT_S = 300.0  # the longest wait for the first step before the sche
 # A joining worker must start TensorFlow before Gloo's rendezvous gives up (Horovod's
 # default, 30 s, is shorter than a start on a busy machine: the job then aborts).
 GLOO_TIMEOUT_S = "300"
+# The point's keys that are the workload's settings (lab.bench.elastic's Config)
+FLAGS = ("model", "batch_size", "image_size", "warmup_steps", "steps", "duration", "threads")
 
 
 class FirstStep:
@@ -79,10 +81,10 @@ def read_events(run_dir: str | Path) -> list[dict[str, Any]]:
 def first_host(cluster: Any) -> str:
     """The host that bare slot counts in a schedule name: the cluster's first host
     (``localhost`` on this machine)."""
-    from lab.cluster.inventory import load_profile
+    from lab.cluster.inventory import as_cluster
 
-    c = load_profile(cluster) if isinstance(cluster, str) else cluster
-    if c is None or c.is_local:
+    c = as_cluster(cluster)
+    if c.is_local:
         return DEFAULT_HOST
     return c.hosts[0].name
 
@@ -90,20 +92,12 @@ def first_host(cluster: Any) -> str:
 def elastic_argv(
     point: Mapping[str, Any], stop_file: Path, python: str = sys.executable
 ) -> list[str]:
-    """The worker command: ``python -m lab.bench.elastic`` with the point's settings."""
-    argv = [python, "-m", "lab.bench.elastic", "--stop-file", str(stop_file)]
-    for key in (
-        "model",
-        "batch_size",
-        "image_size",
-        "warmup_steps",
-        "steps",
-        "duration",
-        "threads",
-    ):
-        if point.get(key) is not None:
-            argv += [f"--{key.replace('_', '-')}", str(point[key])]
-    return argv
+    """The worker command: ``python -m lab.bench.elastic`` with the point's settings,
+    built by the workload's Config (ParameterError naming the setting)."""
+    from lab.bench.elastic import Config
+
+    values = {k: point[k] for k in FLAGS if point.get(k) is not None}
+    return Config.from_values({**values, "stop_file": str(stop_file)}).command(python)
 
 
 def run_resizing(
@@ -135,6 +129,7 @@ def run_resizing(
     events: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="distlab-elastic-") as tmp:
         hosts, stop_file = Path(tmp) / "hosts", Path(tmp) / "stop"
+        argv = elastic_argv(point, stop_file)  # checked before the schedule's thread starts
         script = write_discovery_script(Path(tmp) / "discover.sh", hosts)
         write_hosts(hosts, {host: sizes[0]})
         stop = threading.Event()
@@ -161,7 +156,7 @@ def run_resizing(
         player.start()
         try:
             result = launch(
-                elastic_argv(point, stop_file),
+                argv,
                 np=sizes[0],
                 launcher="horovod-elastic",
                 options={

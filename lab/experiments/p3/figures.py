@@ -13,9 +13,13 @@ from plotly.subplots import make_subplots
 from lab.experiments.p3.analysis import rate_of
 from lab.experiments.p3.published import PUBLISHED
 from lab.experiments.p3.sweep import LABELS
+from lab.metrics.figure_style import series_name, style
 
 COLORS = {"baseline": "#7f7f7f", "slicing": "#1f77b4", "p3": "#d62728", "mxnet-baseline": "#2f2f2f",
           "mxnet-slicing": "#17becf", "p3-mxnet-fork": "#ff7f0e"}  # fmt: skip
+# legend names of the MXNet arms (their full labels, in ``LABELS``, go into the hover text)
+LEGEND = {"mxnet-baseline": "baseline (MXNet KVStore)", "mxnet-slicing": "slicing (MXNet)",
+          "p3-mxnet-fork": "P3 (its MXNet fork)"}  # fmt: skip
 KIND_COLORS = {"backward": "#9467bd", "push": "#1f77b4", "server": "#bcbd22",
                "return": "#2ca02c", "next forward wait": "#d62728"}  # fmt: skip
 
@@ -29,18 +33,18 @@ def throughput_vs_bandwidth(summary: pd.DataFrame, caption: str = "") -> go.Figu
         for (model, arm), g in ok.groupby(["model", "schedule"], sort=False):
             fig.add_trace(go.Scatter(
                 x=g["mbit"], y=g["throughput_total"], mode="lines+markers",
-                name=f"{LABELS.get(arm, arm)} · {model}",
+                name=series_name(LEGEND.get(arm) or LABELS.get(arm, arm), model),
+                hovertemplate="%{x} Mbit/s: %{y:.4g} img/s<extra>" + LABELS.get(arm, arm)
+                + "</extra>",
                 line={"color": COLORS.get(arm)},
                 error_y={"type": "data", "array": g["throughput_total_ci"], "visible": True},
             ))  # fmt: skip
     fig.update_layout(
-        title="Training throughput vs link bandwidth" + (f"<br><sub>{caption}</sub>" if caption
-                                                         else ""),
+        title="Training throughput vs link bandwidth",
         xaxis={"title": "link bandwidth (Mbit/s)", "type": "log"},
         yaxis={"title": "images/s, all workers", "rangemode": "tozero"},
-        legend={"orientation": "h", "y": -0.25},
-    )  # fmt: skip
-    return fig
+    )
+    return style(fig, caption=caption)
 
 
 def gain_vs_bandwidth(table: pd.DataFrame, caption: str = "") -> go.Figure:
@@ -50,26 +54,27 @@ def gain_vs_bandwidth(table: pd.DataFrame, caption: str = "") -> go.Figure:
     for model, g in table.groupby("model"):
         fig.add_trace(go.Scatter(
             x=g["bits_per_s"] / 1e6, y=g["gain"] * 100, mode="lines+markers",
-            name=f"{LABELS['p3']} over {LABELS['baseline']} · {model}",
+            name=series_name("gain", model),
             line={"color": COLORS["p3"]},
             error_y={"type": "data", "array": g["gain_ci"] * 100, "visible": True},
         ))  # fmt: skip
+    sources = []
     for p in PUBLISHED:
         if p.quantity == "peak_gain":
             fig.add_hline(
                 y=p.value * 100, line_dash="dash", line_color="#444",
-                annotation_text=f"published peak, {p.model}: +{p.value:.0%}",
-                annotation_position="top left",
+                annotation_text=f"paper's peak, {p.model}: +{p.value:.0%}",
+                annotation_position="top left", annotation_font_size=11,
             )  # fmt: skip
+            sources.append(p.source)
     fig.add_hline(y=0, line_color="#999")
     fig.update_layout(
-        title="P3's gain over the baseline parameter server vs link bandwidth"
-        + (f"<br><sub>{caption}</sub>" if caption else ""),
+        title="P3's throughput gain over the baseline vs link bandwidth (lab, torch gloo)",
         xaxis={"title": "link bandwidth (Mbit/s)", "type": "log"},
         yaxis={"title": "throughput gain (%)"},
-        legend={"orientation": "h", "y": -0.25},
+        showlegend=True,
     )
-    return fig
+    return style(fig, caption=caption, sources=sources)
 
 
 def iteration_timeline(bars: Mapping[str, pd.DataFrame], caption: str = "") -> go.Figure:
@@ -92,12 +97,11 @@ def iteration_timeline(bars: Mapping[str, pd.DataFrame], caption: str = "") -> g
             shown.add(kind)
         fig.update_yaxes(categoryorder="array", categoryarray=order, row=i, col=1)
     fig.update_layout(
-        barmode="overlay", height=max(400, 260 * len(names)),
-        title="One iteration: backward, each slice's push / server / return, next forward "
-        "wait" + (f"<br><sub>{caption}</sub>" if caption else ""),
-    )  # fmt: skip
+        barmode="overlay",
+        title="One iteration: backward, each slice's push / server / return, next forward wait",
+    )
     fig.update_xaxes(title_text="seconds from the iteration's start", row=len(names), col=1)
-    return fig
+    return style(fig, caption=caption, height=max(520, 240 * len(names) + 120))
 
 
 def figure_caption(scale: str, cluster: Any, extra: str = "") -> str:

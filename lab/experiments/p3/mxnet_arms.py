@@ -20,7 +20,8 @@ from lab.errors import ParameterError
 
 BIGARRAY_BOUND = {"mxnet-baseline": None, "mxnet-slicing": 40_000, "p3-mxnet-fork": None}
 ARMS = tuple(BIGARRAY_BOUND)
-WORKLOAD = ("python", "-m", "lab.bench.p3.mxnet_workload")
+# A point's keys that are the workload's settings (lab.bench.p3.mxnet_workload's Config)
+WORKLOAD_KEYS = ("model", "batch_size", "image_size", "steps", "warmup_steps", "lr", "seed")
 
 
 def is_mxnet(schedule: Any) -> bool:
@@ -35,16 +36,22 @@ def label(arm: str) -> str:
 
 def split(arms: Sequence[str], cluster: Any = None) -> tuple[list[str], dict[str, str]]:
     """The lab's arms and the MXNet arms that can run here; why each other one cannot
-    (e.g. "not installed" without .venv-mxnet)."""
+    (e.g. "not installed" without .venv-mxnet). A name that is neither raises
+    ParameterError before anything runs."""
+    from lab.bench.p3.schedule import SCHEDULES as LAB_ARMS
     from lab.experiments.systems import split_available
 
+    for a in arms:
+        if not is_mxnet(a) and a not in LAB_ARMS:
+            raise ParameterError("system", a, ", ".join((*LAB_ARMS, *ARMS)))
     mx = [a for a in arms if is_mxnet(a)]
     runnable, skipped = split_available(mx, cluster)
     return [a for a in arms if not is_mxnet(a) or a in runnable], skipped
 
 
 def command(point: Mapping[str, Any]) -> list[str]:
-    """The ranks' argv for an MXNet point (model, batch_size, steps, warmup_steps, ...)."""
+    """The ranks' argv for an MXNet point (model, batch_size, steps, warmup_steps, ...),
+    built by the workload's Config: ParameterError naming the setting, before launch."""
     arm = point.get("schedule")
     if not is_mxnet(arm):
         raise ParameterError("schedule", arm, ", ".join(ARMS))
@@ -54,11 +61,10 @@ def command(point: Mapping[str, Any]) -> list[str]:
         build = get_system(arm).command
         assert build is not None
         return build(point, "python")
-    out = list(WORKLOAD)
-    for key in ("model", "batch_size", "image_size", "steps", "warmup_steps", "lr", "seed"):
-        if point.get(key) is not None:
-            out += [f"--{key.replace('_', '-')}", str(point[key])]
-    return out
+    from lab.bench.p3.mxnet_workload import Config
+
+    values = {k: point[k] for k in WORKLOAD_KEYS if point.get(k) is not None}
+    return Config.from_values(values).command()
 
 
 def env(point: Mapping[str, Any], base: Mapping[str, str]) -> dict[str, str]:
@@ -69,9 +75,10 @@ def env(point: Mapping[str, Any], base: Mapping[str, str]) -> dict[str, str]:
 
 def run_point(
     point: Mapping[str, Any], experiment: str, cluster: Cluster, view: Any, timeout: float,
-    base_env: Mapping[str, str], root_port: int,
+    base_env: Mapping[str, str], root_port: int | None = None,
 ) -> Any:  # fmt: skip
-    """Launch one MXNet point on ``cluster`` (already shaped and cut to the point's hosts)."""
+    """Launch one MXNet point on ``cluster`` (already shaped and cut to the point's hosts);
+    the scheduler takes a free port of its own unless ``root_port`` names one."""
     from lab.cluster import launch
 
     return launch(
@@ -81,7 +88,7 @@ def run_point(
         cluster=cluster,
         experiment=experiment,
         env=env(point, base_env),
-        options={"root_port": root_port},
+        options={} if root_port is None else {"root_port": root_port},
         params=dict(point),
         view=view,
         timeout=timeout,

@@ -10,18 +10,18 @@ communication well above compute to well below it, whatever the machine's speed.
 from __future__ import annotations
 
 import dataclasses
-import socket
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lab.bench.p3.config import P3Config
+from lab.bench.p3.schedule import SCHEDULES
 from lab.cluster.emulation.spec import parse_rate
-from lab.cluster.inventory import Cluster, load_profile
+from lab.cluster.inventory import Cluster, as_cluster
 from lab.errors import NothingMeasured, ParameterError
 from lab.metrics.shares import past_warmup
 
-ARMS = ("baseline", "slicing", "p3")
+ARMS = SCHEDULES  # the lab's arms: the schedules lab.bench.p3 runs
 LABELS = {s: f"{s} (lab, torch gloo)" for s in ARMS}
 LABELS |= {  # the engines themselves (lab.experiments.systems names them the same)
     "mxnet-baseline": "baseline (MXNet 1.9.1 KVStore)",
@@ -30,11 +30,7 @@ LABELS |= {  # the engines themselves (lab.experiments.systems names them the sa
 }
 RATIOS = {"smoke": (4.0, 1.0, 0.25), "paper": (4.0, 2.0, 1.0, 0.5, 0.25, 0.125)}
 RANK_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-CONFIG_KEYS = tuple(f.name for f in dataclasses.fields(P3Config))
-
-
-def as_cluster(cluster: str | Cluster) -> Cluster:
-    return load_profile(cluster) if isinstance(cluster, str) else cluster
+CONFIG_KEYS = P3Config.field_names()
 
 
 def with_link(cluster: str | Cluster, bandwidth: Any, hosts: int | None = None) -> Cluster:
@@ -91,7 +87,7 @@ def bandwidth_points(
 
 def config_of(point: Mapping[str, Any], hosts: int) -> P3Config:
     """The rank settings of a point (keys other than P3Config's fields are the lab's)."""
-    cfg = P3Config(**{k: v for k, v in point.items() if k in CONFIG_KEYS})
+    cfg = P3Config.from_values({k: v for k, v in point.items() if k in CONFIG_KEYS})
     return cfg.check(hosts)
 
 
@@ -110,19 +106,17 @@ def run_point(
 
     c = with_link(cluster, point.get("bandwidth"), point.get("hosts"))
     if mxnet_arms.is_mxnet(point.get("schedule")):
-        port = _free_port() if not c.emulated else 9091
-        return mxnet_arms.run_point(point, experiment, c, view, timeout, RANK_ENV, port)
+        return mxnet_arms.run_point(point, experiment, c, view, timeout, RANK_ENV)
     rate = c.emulated and (c.emulated.get("link") or {}).get("bandwidth")
     sockbuf = point.get("sockbuf", sockbuf_for(parse_rate(rate) if rate else None))
     cfg = config_of({**point, "sockbuf": sockbuf}, len(c.hosts))
     return launch(
-        cfg.argv(python),
+        cfg.command(python),
         np=len(c.hosts),
         launcher="local",
         cluster=c,
         experiment=experiment,
         env=RANK_ENV,
-        options={"master_port": _free_port() if not c.emulated else 29500},
         params=dict(point),
         view=view,
         timeout=timeout,
@@ -148,12 +142,6 @@ def compute_probe(
     header = records[records["kind"] == "header"]
     params = int(header["params"].iloc[0])
     return float(statistics.median(steps["seconds"].astype(float))), params
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_sweep(

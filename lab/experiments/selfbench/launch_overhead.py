@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 LAUNCHERS = ("local", "mpi")
 NOOP = ("-c", "pass")
+TARGET_OVERHEAD_S = 0.050  # what a lab launch may add to the bare launcher's wall time
 
 
 def bare_local(command: Sequence[str], np: int, timeout: float) -> float:
@@ -87,7 +88,7 @@ def lab_launch(
     command: Sequence[str], np: int, launcher: str, timeout: float, root: str
 ) -> tuple[float, float]:
     """(wall seconds of the ``launch()`` call, the supervisor's own run seconds)."""
-    from lab.cluster.launch import launch
+    from lab.cluster.launching import launch
 
     start = time.perf_counter()
     result = launch(
@@ -156,5 +157,6 @@ def launch_overhead(
             }
     return {
         "params": {"np": np, "repeats": repeats, "command": command, "timeout_s": timeout},
+        "target_overhead_s": TARGET_OVERHEAD_S,
         "launchers": out,
     }

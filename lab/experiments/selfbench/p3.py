@@ -7,10 +7,13 @@
   busier shifts both alike; the medians over repeats are compared, and each repeat's pair
   and the range are kept, since on a shared machine one run can be far off. Beside the wall
   clock, the CPU seconds per step and rank (all its threads): what the scheduling itself
-  costs, and far less moved by other processes competing for the cores.
+  costs, and far less moved by other processes competing for the cores. With ``profile``,
+  every rank also writes a CPU profile of all its threads (cProfile, thread CPU time) under
+  ``<results>/bench/p3-profile/<time>/<schedule>-<repeat>/rank<N>.prof``, and the functions
+  that took most CPU, per schedule over all its runs, are kept in the result.
 - ``link_rate``: the payload bytes per second each host's parameter-server traffic
   achieves on an emulated 2-host cluster whose links are shaped to a known rate (tc; needs
-  root), against that rate. Payload only (headers of 24 bytes per message included, TCP/IP
+  root), against that rate. Payload only (headers of 16 bytes per message included, TCP/IP
   framing not), over the timed steps, compute included: the share of the link the schedule
   keeps busy.
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +35,7 @@ EXPERIMENT = "selfbench-p3"
 def _point(
     schedule: str, model: str, batch_size: int, steps: int, image_size: int = 32
 ) -> dict[str, Any]:
-    return {
+    return {  # trace_steps 0: the per-slice records are not part of what is measured
         "schedule": schedule,
         "model": model,
         "batch_size": batch_size,
@@ -65,20 +69,29 @@ def scheduling_cost(
     timeout: float = 300.0,
     results_root: Any = None,
     image_size: int = 32,
+    profile: bool = False,
 ) -> dict[str, Any]:
-    """p3's throughput against baseline's on loopback; ``slowdown`` = baseline/p3 - 1."""
+    """p3's throughput against baseline's on loopback; ``slowdown`` = baseline/p3 - 1.
+    ``profile``: each rank writes a CPU profile (see the module's docstring)."""
     from lab.bench.p3.config import P3Config
     from lab.cluster import launch
     from lab.experiments.easyscale.runs import free_port
     from lab.experiments.p3.sweep import RANK_ENV
+    from lab.metrics.layout import results_root as root_of
+    from lab.metrics.machine import cpu_speed
 
     runs: dict[str, list[dict[str, Any]]] = {"baseline": [], "p3": []}
+    stamp = time.strftime("%Y%m%d-%H%M%S")  # as write_result names kept results
+    profiles = root_of(results_root) / "bench" / "p3-profile" / f"{stamp}-{os.getpid()}"
     for i in range(repeats):
         for schedule in ("baseline", "p3") if i % 2 == 0 else ("p3", "baseline"):
             point = _point(schedule, model, batch_size, steps, image_size)
-            cfg = P3Config(**point).check(2)
+            if profile:
+                point["profile"] = str(profiles / f"{schedule}-{i}")
+            speed, load = cpu_speed(repeats=3), os.getloadavg()[0]
+            cfg = P3Config.from_values(point).check(2)
             result = launch(
-                cfg.argv(),
+                cfg.command(),
                 np=2,
                 launcher="local",
                 cluster="local",
@@ -97,11 +110,16 @@ def scheduling_cost(
                     "run": str(result.run_dir),
                     "img_per_s": _throughput(rows, batch_size),
                     "cpu_s_per_step": cpu,
+                    "load_1min": load,
+                    "cpu_speed": speed,
+                    **({"profile": point["profile"]} if profile else {}),
                 }
             )
     med = {s: statistics.median(r["img_per_s"] for r in rs) for s, rs in runs.items()}
     slowdown = med["baseline"] / med["p3"] - 1
     cpu = {s: statistics.median(r["cpu_s_per_step"] for r in rs) for s, rs in runs.items()}
+    loads = [r["load_1min"] for rs in runs.values() for r in rs]
+    speeds = [r["cpu_speed"] for rs in runs.values() for r in rs]
     pairs = [
         b["img_per_s"] / p["img_per_s"] - 1
         for b, p in zip(runs["baseline"], runs["p3"], strict=True)
@@ -123,6 +141,12 @@ def scheduling_cost(
         "baseline_cpu_s_per_step": cpu["baseline"],
         "p3_cpu_s_per_step": cpu["p3"],
         "cpu_overhead": cpu["p3"] / cpu["baseline"] - 1,
+        "cpu_overhead_per_repeat": [
+            p["cpu_s_per_step"] / b["cpu_s_per_step"] - 1
+            for b, p in zip(runs["baseline"], runs["p3"], strict=True)
+        ],
+        "load_1min": [min(loads), max(loads)],
+        "cpu_speed": [min(speeds), max(speeds)],
         "spread_img_per_s": {
             s: [min(r["img_per_s"] for r in rs), max(r["img_per_s"] for r in rs)]
             for s, rs in runs.items()
@@ -130,7 +154,45 @@ def scheduling_cost(
         "target_slowdown": TARGET_SLOWDOWN,
         "met_target": bool(slowdown <= TARGET_SLOWDOWN),
         "runs": runs,
+        **({"profile_top": _profile_top(runs)} if profile else {}),
     }
+
+
+def _profile_top(runs: dict[str, list[dict[str, Any]]], n: int = 15) -> dict[str, Any]:
+    """Per schedule, over all its runs and ranks: the ``n`` functions with the most CPU
+    seconds of their own per timed-and-warm-up step, and the profiled CPU seconds per step."""
+    import pstats
+
+    out: dict[str, Any] = {}
+    for schedule, rs in runs.items():
+        files = [str(f) for r in rs for f in sorted(Path(r["profile"]).glob("rank*.prof"))]
+        if not files:
+            continue
+        stats = pstats.Stats(*files)
+        steps = sum(_steps_of(r["run"]) for r in rs)
+        own = stats.stats.items()  # type: ignore[attr-defined]
+        rows = sorted(own, key=lambda kv: kv[1][2], reverse=True)[:n]
+        out[schedule] = {
+            "files": files,
+            "cpu_s_per_step": stats.total_tt / steps,  # type: ignore[attr-defined]
+            "top": [
+                {
+                    "function": pstats.func_std_string(f),
+                    "calls": v[1],
+                    "own_s_per_step": v[2] / steps,
+                }
+                for f, v in rows
+            ],
+        }
+    return out
+
+
+def _steps_of(run_dir: str) -> int:
+    """Steps of all ranks of a run, warm-up included (what a profile covers)."""
+    from lab.metrics.store import load_run
+
+    df = load_run(run_dir)
+    return int((df["kind"] == "step").sum())
 
 
 def link_rate(

@@ -11,7 +11,12 @@ The ranks time their own printing (their last line says how long it took), so th
 slowdown from being drained through pipes by the lab is their time under the lab over
 their time with stdout on /dev/null, both runs unbuffered as the lab runs ranks. Under
 ``mpi`` the ranks write into mpirun, which buffers, so there the ranks' own time can look
-fast while the lab is still draining mpirun: the wall-clock rate tells the whole story.
+fast while the lab is still draining mpirun: the wall-clock rate tells the whole story,
+beside the same mpirun line with its output on /dev/null (what mpirun alone allows).
+
+The widget path is measured apart from the files: the seconds the run's observer thread
+spent in the view and the counter (``observer_s``; lines over them is the rate the view
+could take) and the seconds the view's refresher spent redrawing (``redraw_s``).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lab.cluster.launchers.base import Line, RunControl, RunObserver
+from lab.cluster.launchers.base import Line, Lines, RunControl, RunObserver
 from lab.cluster.observers import FanOut
 from lab.errors import LaunchError
 from lab.experiments.selfbench.launch_overhead import wait_all
@@ -39,6 +44,8 @@ log = logging.getLogger(__name__)
 SPEW = Path(__file__).with_name("spew.py")
 LAUNCHERS = ("local", "mpi")
 SINKS = ("files", "files+widget")
+TARGET_LINES_PER_S = 1_000_000  # through the lab, all ranks together
+TARGET_SLOWDOWN = 3.0  # a rank's printing time under the lab over its time into /dev/null
 _DONE = re.compile(r"^spew done rank=(\d+) lines=(\d+) seconds=([0-9.]+)$")
 
 
@@ -57,8 +64,54 @@ class CountingObserver:
         with self._lock:
             self.counts[line.rank] = self.counts.get(line.rank, 0) + 1
 
+    def on_lines(self, block: Lines) -> None:
+        with self._lock:
+            self.counts[block.rank] = self.counts.get(block.rank, 0) + block.count
+
     def on_end(self, state: str, exit_code: int, rank_exit_codes: Mapping[int, int | None]) -> None:
         self.ended = state
+
+
+class TimedObserver:
+    """Hands every event to ``inner`` and adds up the seconds spent in its line calls (the
+    widget path's own cost, on the run's observer thread)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.seconds = 0.0
+
+    def on_start(self, run_dir: str, ranks: Sequence[int], control: RunControl) -> None:
+        self.inner.on_start(run_dir, ranks, control)
+
+    def on_line(self, line: Line) -> None:
+        start = time.perf_counter()
+        self.inner.on_line(line)
+        self.seconds += time.perf_counter() - start
+
+    def on_lines(self, block: Lines) -> None:
+        start = time.perf_counter()
+        self.inner.on_lines(block)
+        self.seconds += time.perf_counter() - start
+
+    def on_end(self, state: str, exit_code: int, rank_exit_codes: Mapping[int, int | None]) -> None:
+        self.inner.on_end(state, exit_code, rank_exit_codes)
+
+
+def timed_view() -> Any:
+    """A headless RunView that adds up the seconds its redraws take (``redraw_s``)."""
+    from lab.cluster.view import RunView
+
+    class TimedView(RunView):
+        redraw_s = 0.0
+        redraws = 0
+
+        def refresh(self, plot: bool = False) -> None:
+            start = time.perf_counter()
+            super().refresh(plot)
+            self.redraw_s += time.perf_counter() - start
+            self.redraws += 1
+
+    return TimedView(display=False)
 
 
 def spew_argv(lines: int) -> list[str]:
@@ -133,19 +186,39 @@ def devnull_seconds(lines: int, np: int, timeout: float) -> list[float]:
         return out
 
 
+def mpirun_devnull_seconds(lines: int, np: int, timeout: float) -> float:
+    """Wall seconds of the lab's mpirun line (tagged output) for the spewing ranks with
+    mpirun's own stdout on /dev/null: the most that mpirun itself passes on."""
+    from lab.experiments.selfbench.launch_overhead import mpirun_argv
+
+    argv = mpirun_argv(spew_argv(lines), np)
+    at = argv.index("--bind-to")
+    argv[at:at] = ["--map-by", "slot", "--tag-output"]
+    start = time.perf_counter()
+    done = subprocess.run(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        timeout=timeout,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise LaunchError(f"{argv} exited with {done.returncode}")
+    return time.perf_counter() - start
+
+
 def stream_once(
     launcher: str, sink: str, lines: int, np: int, timeout: float, root: str
 ) -> dict[str, Any]:
     """One run of ``np`` spewing ranks through the lab, read back and counted."""
-    from lab.cluster.launch import launch
+    from lab.cluster.launching import launch
 
-    counter = view = None
+    counter = view = timed = None
     observer: RunObserver | None = None
     if sink == "files+widget":
-        from lab.cluster.view import RunView
-
-        counter, view = CountingObserver(), RunView(display=False)
-        observer = FanOut(view, counter)
+        counter, view = CountingObserver(), timed_view()
+        observer = timed = TimedObserver(FanOut(view, counter))
     elif sink != "files":
         raise LaunchError(f"unknown sink {sink!r}; one of {SINKS}")
     start = time.perf_counter()
@@ -172,8 +245,12 @@ def stream_once(
         "out_of_order": sum(c["out_of_order"] for c in ranks.values()),
         "ranks": {str(r): c for r, c in ranks.items()},
     }
-    if view is not None and counter is not None:
+    if view is not None and counter is not None and timed is not None:
         snap = view.snapshot()
+        seen = sum(counter.counts.values())
+        out["observer_s"] = timed.seconds
+        out["observer_lines_per_s"] = seen / timed.seconds if timed.seconds > 0 else None
+        out["redraw_s"], out["redraws"] = view.redraw_s, view.redraws
         out["observer_lines"] = {str(k): v for k, v in counter.counts.items()}
         out["widget_lines"] = snap.lines
         out["widget_shows_end"] = all(
@@ -199,14 +276,19 @@ def streaming(
     machine weighs on all of them alike.
 
     Returns:
-        ``params``, ``devnull`` (the baseline's rank seconds), ``runs`` (every run, raw),
-        ``summary`` (medians per launcher and sink) and ``lines_lost`` over all runs.
+        ``params``, ``devnull`` (the baseline's rank seconds), ``mpirun_devnull``
+        (mpirun's own ceiling, when ``mpi`` runs), ``targets``, ``runs`` (every run,
+        raw), ``summary`` (medians per launcher and sink, each against the targets) and
+        ``lines_lost`` over all runs.
     """
     devnull: list[float] = []
+    mpirun: list[float] = []
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="distlab-bench-") as root:
         for i in range(repeats):
             devnull += devnull_seconds(lines, np, timeout)
+            if "mpi" in launchers:
+                mpirun.append(mpirun_devnull_seconds(lines, np, timeout))
             for launcher in launchers:
                 for sink in sinks:
                     run = stream_once(launcher, sink, lines, np, timeout, root)
@@ -228,17 +310,24 @@ def streaming(
             mine = [r for r in runs if r["launcher"] == launcher and r["sink"] == sink]
             seconds = [s for r in mine for s in r["rank_seconds"] if s is not None]
             rank_med = statistics.median(seconds) if seconds else None
-            summary.append(
-                {
-                    "launcher": launcher,
-                    "sink": sink,
-                    "lines_per_s": statistics.median(r["lines_per_s"] for r in mine),
-                    "run_s": statistics.median(r["run_s"] for r in mine),
-                    "rank_s": rank_med,
-                    "slowdown": rank_med / base if rank_med is not None and base > 0 else None,
-                    "lost": sum(r["lost"] for r in mine),
-                }
-            )
+            rate = statistics.median(r["lines_per_s"] for r in mine)
+            slowdown = rank_med / base if rank_med is not None and base > 0 else None
+            row = {
+                "launcher": launcher,
+                "sink": sink,
+                "lines_per_s": rate,
+                "run_s": statistics.median(r["run_s"] for r in mine),
+                "rank_s": rank_med,
+                "slowdown": slowdown,
+                "lost": sum(r["lost"] for r in mine),
+                "met_lines_per_s": rate >= TARGET_LINES_PER_S,
+                "met_slowdown": slowdown is not None and slowdown <= TARGET_SLOWDOWN,
+            }
+            taken = [r["observer_lines_per_s"] for r in mine if r.get("observer_lines_per_s")]
+            if taken:
+                row["observer_lines_per_s"] = statistics.median(taken)
+                row["redraw_s"] = statistics.median(r["redraw_s"] for r in mine)
+            summary.append(row)
     return {
         "params": {
             "np": np,
@@ -253,6 +342,11 @@ def streaming(
             "rank_median_s": base,
             "lines_per_s": np * lines / base if base > 0 else None,
         },
+        "mpirun_devnull": {
+            "wall_s": mpirun,
+            "lines_per_s": np * lines / statistics.median(mpirun) if mpirun else None,
+        },
+        "targets": {"lines_per_s": TARGET_LINES_PER_S, "slowdown": TARGET_SLOWDOWN, "lost": 0},
         "runs": runs,
         "summary": summary,
         "lines_lost": sum(r["lost"] for r in runs),

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from lab.errors import NothingMeasured, ParameterError
-from lab.experiments.cmdare import bottleneck, data, revocation
+from lab.experiments.cmdare import bottleneck, data, revocation, revocation_tables
 from lab.experiments.cmdare import bottleneck_report as breport
 from lab.experiments.cmdare import revocation_report as rreport
 from lab.experiments.cmdare.published import PUBLISHED
@@ -151,7 +151,7 @@ def test_each_chief_revocation_is_read_from_its_own_rollback(
     rows = [(t0 + start + (g - base) * 0.02, float(g), float(g % 2))
             for gs, start, base in parts for g in gs]  # fmt: skip
     steps = pd.DataFrame(rows, columns=["ended_at", "global_step", "rank"])
-    monkeypatch.setattr(rreport, "steps_of", lambda run_dir: steps)
+    monkeypatch.setattr(revocation_tables, "steps_of", lambda run_dir: steps)
     summary = pd.DataFrame({"kind": ["chief"], "since": ["25+125"], "scale": ["smoke"],
                             "run_dir": [str(tmp_path)]})  # fmt: skip
     lab = rreport.chief_overheads(summary)

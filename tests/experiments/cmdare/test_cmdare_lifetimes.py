@@ -6,8 +6,8 @@ import pytest
 
 from lab.errors import NothingMeasured, ParameterError
 from lab.experiments.cmdare import lifetimes, whatif
+from lab.experiments.cmdare.transient import what_if
 from lab.experiments.verdicts import Status
-from lab.metrics.transient import what_if
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,8 @@ def test_distributions_and_the_figure(table) -> None:
     with pytest.raises(ParameterError, match="K80/us-central1"):
         lifetimes.distribution(table, "K80", "mars-1")
     fig = lifetimes.cdf_figure(table)
-    assert len(fig.data) == 12 and "not per-instance" in fig.layout.title.text
+    caption = next(a.text for a in fig.layout.annotations if a.name == "caption")
+    assert len(fig.data) == 12 and "not per-instance" in caption.replace("<br>", " ")
     with pytest.raises(NothingMeasured):
         lifetimes.cdf_figure(table.iloc[0:0])
 

@@ -26,6 +26,7 @@ from lab.experiments.easyscale.trace_figures import (
     sweep_figure,
 )
 from lab.experiments.easyscale.trace_verdict import fig14_verdicts, fig15_verdict, ratio_table
+from lab.experiments.saved import load_verdict
 from lab.experiments.verdicts import Status
 
 # The artifact's layout: a trailing comma in the header, an unnamed extra field, a
@@ -159,9 +160,11 @@ def test_figures_show_the_lab_beside_the_paper(simulated) -> None:
     summary, results = simulated
     fig = jct_makespan_bars(summary, caption="smoke")
     names = {t.name for t in fig.data}
-    assert any(n.startswith("published") for n in names) and any(n.startswith("lab") for n in names)
-    pub = next(t for t in fig.data if t.name.startswith("published"))
+    assert names == {"lab (simulated)", "paper (Fig 14)"}
+    pub = next(t for t in fig.data if t.name == "paper (Fig 14)")
     assert list(pub.y) == [8904.9685, 1070.5008, 676.7497]
+    notes = {a.name: a.text for a in fig.layout.annotations}
+    assert "Fig 14" in pub.hovertemplate and "Fig 14" in notes["sources"]
     allocs = {k: r.allocation for k, r in results.items()}
     assert len(allocation_over_time(allocs).data) == 3
     assert len(allocation_by_type(allocs).data) == 9
@@ -190,5 +193,5 @@ def test_fig14_claims_are_saved_as_one_figure(simulated, tmp_path: Path) -> None
 
     summary, _ = simulated
     conclude(fig14_verdicts(summary, "smoke", "x", runs=["r"]), "easyscale", results=tmp_path)
-    saved = json.loads((tmp_path / "verdicts" / "easyscale" / "fig_14.json").read_text())
+    saved = load_verdict("easyscale", "Fig 14", results=tmp_path)
     assert saved["figure"] == "Fig 14" and len(saved["claims"]) == 4

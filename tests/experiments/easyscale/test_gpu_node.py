@@ -3,12 +3,12 @@ figure's failure does not stop the others (checked on this machine's CPU profile
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from lab.experiments.easyscale import gpu_node
+from lab.experiments.saved import load_verdict
 
 
 def test_runs_fig12_on_a_cpu_profile_and_saves_its_verdict(_isolated_results: Path) -> None:
@@ -16,7 +16,7 @@ def test_runs_fig12_on_a_cpu_profile_and_saves_its_verdict(_isolated_results: Pa
             "--batch-size", "8", "--steps", "3", "--figures", "fig12",
             "--scale", "smoke"]  # fmt: skip
     assert gpu_node.main(argv) == 0
-    saved = json.loads((_isolated_results / "verdicts" / "easyscale" / "fig_12.json").read_text())
+    saved = load_verdict("easyscale", "Fig 12", "smoke", results=_isolated_results)
     assert saved["runs"], "a verdict with the runs behind it"
     assert "CPU device types" in saved["hardware"] and saved["scale"] == "smoke"
 

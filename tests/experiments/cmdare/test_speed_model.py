@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from lab.errors import ParameterError
-from lab.metrics.speed_model import (
+from lab.experiments.cmdare.speed_model import (
     ModelSpec,
     check_columns,
     compare_splits,

@@ -1,4 +1,6 @@
-"""The lab's re-implementations checked against KungFu itself, on the same task and runs.
+"""The lab's re-implementations checked against KungFu itself, on the same task and runs:
+the measures and tolerances the KungFu tests (tests/cluster/test_kungfu_real.py,
+tests/bench/test_kungfu_workloads.py) share.
 
 Pair averaging: the lab's (MPI one-sided, lab.bench.pair_averaging) and KungFu's
 ``PairAveragingOptimizer`` (lab.bench.kungfu_regression) train the same least-squares

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from lab.errors import ParameterError
-from lab.metrics.transient import (
+from lab.experiments.cmdare.transient import (
     HourlyLifetimes,
     Job,
     exponential_lifetimes,

@@ -1,0 +1,248 @@
+"""A real single-machine Slurm in a temporary directory, for the slurm cluster kind's tests.
+
+Other programs share this machine, so nothing here touches /etc/slurm, the default munge
+socket or Slurm's default ports: munged gets its own key and socket, slurm.conf names its
+own cluster, ports (lab.cluster.ports), state, spool, logs and pid files, all under one
+temporary directory, and clients find it through ``SLURM_CONF``. One node: this machine
+under its own host name, with its CPUs (several slurmd on one machine would need Slurm
+built with multiple-slurmd support, which Debian's is not).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab.cluster.inventory import Host
+from lab.cluster.ports import port_block
+
+DAEMONS = ("munged", "slurmctld", "slurmd", "srun", "salloc", "sinfo", "squeue", "scancel")
+START_SECONDS = 60.0
+
+
+def missing_programs() -> list[str]:
+    """The programs a test Slurm needs that this machine lacks (env/setup.sh installs them)."""
+    return [p for p in DAEMONS if _which(p) is None]
+
+
+def _which(name: str) -> str | None:
+    return shutil.which(name) or next(
+        (str(Path(d) / name) for d in ("/usr/sbin", "/sbin") if (Path(d) / name).is_file()),
+        None,
+    )
+
+
+@dataclass(frozen=True)
+class LocalSlurm:
+    """A running test Slurm: what clients need to reach it."""
+
+    root: Path
+    conf: Path
+    cluster_name: str
+    node: str
+    cpus: int
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Variables that point Slurm's clients at this Slurm."""
+        return {"SLURM_CONF": str(self.conf)}
+
+    def run(self, *argv: str, timeout: float = 20.0) -> subprocess.CompletedProcess[str]:
+        """A Slurm client command against this Slurm."""
+        return subprocess.run(
+            argv,
+            env={**os.environ, **self.env},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def queue(self) -> list[str]:
+        """Job ids this Slurm still holds, in any state squeue lists (pending, running,
+        completing, recently completed ones excluded)."""
+        out = self.run("squeue", "-h", "-o", "%i %T").stdout.split("\n")
+        return [ln.split()[0] for ln in out if ln.strip() and "COMPLETED" not in ln]
+
+
+def _conf(root: Path, name: str, node: str, cpus: int, ctld: int, slurmd: int) -> str:
+    return f"""ClusterName={name}
+SlurmctldHost={node}(127.0.0.1)
+SlurmctldPort={ctld}
+SlurmdPort={slurmd}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket={root}/munge/socket
+CredType=cred/munge
+StateSaveLocation={root}/state
+SlurmdSpoolDir={root}/spool/%n
+SlurmctldPidFile={root}/slurmctld.pid
+SlurmdPidFile={root}/slurmd.pid
+SlurmctldLogFile={root}/slurmctld.log
+SlurmdLogFile={root}/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+MpiDefault=none
+MailProg=/bin/true
+SlurmdParameters=config_overrides
+ReturnToService=2
+KillWait=1
+MinJobAge=2
+InactiveLimit=0
+SlurmctldTimeout=10
+SlurmdTimeout=10
+PlugStackConfig={root}/plugstack.conf
+NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN
+PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+"""
+
+
+@contextlib.contextmanager
+def local_slurm(cpus: int | None = None) -> Iterator[LocalSlurm]:
+    """Start munged, slurmctld and slurmd under a temporary directory; yield when ``sinfo``
+    shows the node idle; end every daemon (and the directory) after.
+
+    Raises:
+        RuntimeError: a daemon did not come up within START_SECONDS (its log's tail said).
+    """
+    node = socket.gethostname()
+    cpus = cpus or os.cpu_count() or 1
+    root = Path(tempfile.mkdtemp(prefix="distlab-slurm-"))
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        (root / "munge").mkdir(mode=0o700)
+        for d in ("state", "spool"):
+            (root / d).mkdir()
+        (root / "plugstack.conf").write_text("")
+        key = root / "munge" / "key"
+        key.write_bytes(os.urandom(1024))
+        key.chmod(0o400)
+        munged = [
+            _which("munged") or "munged",
+            "-F",
+            "--force",
+            f"--socket={root}/munge/socket",
+            f"--key-file={key}",
+            f"--pid-file={root}/munge/pid",
+            f"--log-file={root}/munge/log",
+            f"--seed-file={root}/munge/seed",
+        ]
+        procs.append(_start(munged, root / "munge.out"))
+        _wait(lambda: (root / "munge" / "socket").exists(), "munged", root / "munge" / "log")
+        ctld, slurmd_port = port_block([Host("localhost")], 2), 0
+        slurmd_port = ctld + 1
+        name = f"dl{uuid.uuid4().hex[:8]}"
+        conf = root / "slurm.conf"
+        conf.write_text(_conf(root, name, node, cpus, ctld, slurmd_port))
+        env = {**os.environ, "SLURM_CONF": str(conf)}
+        procs.append(
+            _start(
+                [_which("slurmctld") or "slurmctld", "-D", "-i", "-f", str(conf)],
+                root / "slurmctld.out",
+                env,
+            )
+        )
+        procs.append(
+            _start(
+                [_which("slurmd") or "slurmd", "-D", "-f", str(conf), "-N", node],
+                root / "slurmd.out",
+                env,
+            )
+        )
+        bed = LocalSlurm(root=root, conf=conf, cluster_name=name, node=node, cpus=cpus)
+
+        def idle() -> bool:
+            for p in procs:
+                if p.poll() is not None:
+                    raise RuntimeError(f"{p.args[0]} exited with {p.returncode}: {_tail(root)}")
+            out = bed.run("sinfo", "-h", "-n", node, "-o", "%T", timeout=10).stdout
+            return out.strip() == "idle"
+
+        _wait(idle, "slurmd (node idle in sinfo)", root / "slurmd.log")
+        try:
+            yield bed
+        finally:
+            _cancel_all(bed)
+    finally:
+        for p in reversed(procs):
+            _stop(p)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _cancel_all(bed: LocalSlurm) -> None:
+    """Cancel every job still held, so no task outlives the daemons (up to 10 s)."""
+    with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+        for job in bed.queue():
+            bed.run("scancel", job, timeout=10)
+        deadline = time.monotonic() + 10
+        while bed.queue() and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+
+def _die_with_parent() -> None:
+    """In the child: be killed when the process that started it dies (a killed test run
+    must not leave daemons behind); Linux's PR_SET_PDEATHSIG, a no-op elsewhere."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+
+
+def _start(argv: list[str], out: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    with out.open("wb") as f:
+        return subprocess.Popen(
+            argv,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+
+
+def _stop(p: subprocess.Popen) -> None:
+    """End a daemon and what it started (slurmstepd stays in slurmd's session)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(p.pid, signal.SIGTERM)
+    try:
+        p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait(timeout=10)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(p.pid, signal.SIGKILL)  # stragglers of the group (slurmstepd)
+
+
+def _wait(ready, what: str, log: Path) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + START_SECONDS
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        time.sleep(0.3)
+    text = log.read_text(errors="replace")[-2000:] if log.exists() else "(no log)"
+    raise RuntimeError(f"{what} did not come up in {START_SECONDS:.0f} s; log: {text}")
+
+
+def _tail(root: Path) -> str:
+    parts = []
+    for name in ("slurmctld.log", "slurmd.log", "slurmctld.out", "slurmd.out"):
+        p = root / name
+        if p.exists():
+            parts.append(f"{name}: {p.read_text(errors='replace')[-800:]}")
+    return " | ".join(parts)

@@ -1,0 +1,161 @@
+"""A rehearsal's cuts: a notebook's paper parameters, cut only where one CPU machine cannot
+afford them, and each cut said (DESIGN.md, "Rehearsal").
+
+Under ``$DISTLAB_REHEARSAL`` (lab.metrics.rehearsal) a paper-scale notebook keeps its
+paper's models, input sizes, systems and published comparison; what changes is what a CPU
+cannot pay for: the steps of a point (a warm-up and a couple of timed steps), the per-rank
+batch above a cap, the measuring budget and repeats, and each numeric sweep axis sampled at
+its smallest and largest value (every system, model, arm and level stays). Every cut is a
+``Cut`` printed in the notebook, written into the verdict's record and kept in this
+kernel's list, so a reader sees what the rehearsal did not run.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from lab.metrics.rehearsal import Plan, active
+
+# Axes kept whole: every system, model, arm, level ... runs at least once
+CATEGORIES = frozenset(
+    {"systems", "models", "arms", "levels", "devices", "settings", "modes", "mxnet_systems",
+     "checkpoint_models", "model", "system"}
+)  # fmt: skip
+# Keys that count steps of a point, and which of the plan's budgets each takes; a point
+# with a ``schedule`` (KungFu Fig 7: worker counts over time, then stop) keeps its steps,
+# which only bound it (its first rehearsal stopped after 2 steps, before any resize)
+STEPS = {"steps": "steps", "mxnet_steps": "steps", "worker_steps": "steps",
+         "warmup_steps": "warmup_steps", "checkpoint_steps": "steps"}  # fmt: skip
+BATCHES = frozenset({"batch_size"})  # per-rank batches; global ones (adaptive) are cheap
+BUDGETS = frozenset({"budget_s"})
+REPEATS = frozenset({"repeats", "min_rounds", "min_repeats", "scaling_rounds", "seeds"})
+WORKERS = frozenset({"workers"})  # ranks of one point: sampled, and capped by memory
+# The fewest repeats a key allows: the protocol's interval needs two values
+# (lab.metrics.protocol.Target.min_repeats; KungFu Fig 8's first rehearsal was refused)
+REPEAT_FLOORS = {"min_repeats": 2}
+
+
+@dataclass(frozen=True)
+class Cut:
+    """One parameter the rehearsal changed: its paper value, the value run, and why."""
+
+    key: str
+    paper: Any
+    rehearsed: Any
+    why: str
+
+    def line(self) -> str:
+        return f"rehearsal: {self.key} {self.paper!r} -> {self.rehearsed!r} ({self.why})"
+
+
+_CUTS: dict[str, Cut] = {}  # this kernel's cuts, by key (a notebook runs in its own kernel)
+
+
+def plan() -> Plan | None:
+    """The active rehearsal's plan (None: a measurement)."""
+    return active()
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def _cut_one(key: str, value: Any, p: Plan) -> tuple[Any, str]:
+    """The rehearsed value of ``key`` and why ("" when the paper's value is kept)."""
+    if key in STEPS and _number(value):
+        cap = getattr(p, STEPS[key])
+        if value > cap:
+            return cap, "step budget: a CPU cannot afford the paper's steps"
+    elif key in BATCHES and _number(value) and value > p.batch_cap:
+        return p.batch_cap, "per-rank batch cap: memory and time on a CPU"
+    elif key in BUDGETS and _number(value) and value > p.budget_s:
+        return p.budget_s, "measuring budget of a rehearsal"
+    elif key in REPEATS and _number(value):
+        least = max(p.repeats, REPEAT_FLOORS.get(key, 0))
+        if value > least:
+            return least, "fewest repeats the sweep accepts: a rehearsal measures nothing"
+    elif key in WORKERS:
+        return _workers(value, p)
+    elif key not in CATEGORIES and isinstance(value, list | tuple) and len(value) > 2:
+        if all(_number(v) for v in value):
+            kept = sorted({min(value), max(value)})
+        else:
+            kept = [value[0], value[-1]]
+        return type(value)(kept), "axis sampled: its smallest and largest values"
+    return value, ""
+
+
+def _workers(value: Any, p: Plan) -> tuple[Any, str]:
+    """Worker counts: a list sampled at its smallest and largest, each capped at the ranks
+    this machine's memory holds (``Plan.max_workers``)."""
+    cap = p.max_workers
+    if _number(value):
+        return (
+            (cap, f"worker cap: this machine's memory holds {cap} ranks")
+            if value > cap
+            else (value, "")
+        )
+    if not isinstance(value, list | tuple) or not value or not all(_number(v) for v in value):
+        return value, ""
+    kept = sorted({min(min(value), cap), min(max(value), cap)})
+    whys = []
+    if len(value) > 2:
+        whys.append("axis sampled: its smallest and largest values")
+    if max(value) > cap:
+        whys.append(f"worker cap: this machine's memory holds {cap} ranks")
+    if list(kept) == list(value):
+        return value, ""
+    return type(value)(kept), "; ".join(whys)
+
+
+def rehearse(params: Mapping[str, Any], p: Plan, prefix: str = "") -> tuple[dict, list[Cut]]:
+    """``params`` with the plan's cuts applied (nested mappings such as ``base`` too), and
+    the cuts made. Pure."""
+    out: dict[str, Any] = {}
+    cuts: list[Cut] = []
+    for key, value in params.items():
+        name = f"{prefix}{key}"
+        if key in STEPS and params.get("schedule"):
+            out[key] = value  # a scheduled run's steps only bound it: its schedule stops it
+            continue
+        if isinstance(value, Mapping):
+            out[key], inner = rehearse(value, p, f"{name}.")
+            cuts += inner
+            continue
+        out[key], why = _cut_one(str(key), value, p)
+        if why:
+            cuts.append(Cut(name, value, out[key], why))
+    return out, cuts
+
+
+def note(cuts: list[Cut]) -> None:
+    """Keep ``cuts`` in this kernel's list and print each new one once."""
+    for c in cuts:
+        if _CUTS.get(c.key) != c:
+            print(c.line())
+        _CUTS[c.key] = c
+
+
+def cuts() -> list[dict[str, Any]]:
+    """Every cut this kernel made, as records (for the verdict and the manifest)."""
+    return [asdict(c) for c in _CUTS.values()]
+
+
+def apply(params: Mapping[str, Any], scale: str) -> dict[str, Any]:
+    """``params`` as a rehearsal runs them at paper scale (unchanged otherwise), the cuts
+    noted."""
+    p = active()
+    if p is None or scale != "paper":
+        return dict(params)
+    out, made = rehearse(params, p)
+    note(made)
+    return out
+
+
+def record() -> dict[str, Any] | None:
+    """What a verdict's record says of the rehearsal it came from (None: a measurement)."""
+    p = active()
+    return None if p is None else {**p.to_dict(), "cuts": cuts()}

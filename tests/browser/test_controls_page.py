@@ -1,0 +1,102 @@
+"""The controls in a real browser: JupyterLab in headless Chromium runs a small notebook with
+controls, a sweep and a figure; Run clicked twice gives the second run a live view of its
+own (logs, Stop); the point tried lands in the figure; a batch size of 0 is refused."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+KERNEL_READY = """() => {
+  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
+  return !!k && k.connectionStatus === 'connected' && k.status === 'idle';
+}"""
+NOTEBOOK = "controls.ipynb"
+FIGURE_NAMES = """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
+  .map(p => (p.data || []).map(t => [t.name, Array.from(t.x || [])]))"""
+
+
+def _open_and_run_all(page, lab_server) -> None:
+    page.set_default_timeout(60_000)
+    page.goto(lab_server.url(f"lab/tree/{NOTEBOOK}"))
+    page.wait_for_function(KERNEL_READY, timeout=90_000)
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+    # the sweep's one box: its table says both points are done; then the figure
+    page.locator(".distlab-sweep-header").get_by_text("2 of 2 done").wait_for(timeout=120_000)
+    page.locator(".js-plotly-plot").first.wait_for(state="visible", timeout=60_000)
+    page.wait_for_function(KERNEL_READY, timeout=60_000)
+
+
+def _shot(page, tmp_path: Path, name: str) -> None:
+    page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=True)
+
+
+def test_run_twice_gives_the_second_run_its_own_view_and_a_point_in_the_figure(
+    lab_server, browser_page, tmp_path: Path
+) -> None:
+    page = browser_page
+    _open_and_run_all(page, lab_server)
+    assert page.locator(".distlab-sweep-table tr").count() == 3  # a header and two points
+    assert page.locator(".distlab-status").count() <= 1  # one view for the sweep, not two
+
+    run = page.locator(".widget-button", has_text=re.compile(r"^\s*Run\s*$"))
+    batch = page.locator(".widget-text", has_text="batch size").locator("input")
+    status = run.locator("xpath=following-sibling::*[1]")
+
+    batch.fill("12")
+    run.click()
+    status.get_by_text("done: succeeded").wait_for(timeout=120_000)
+    _shot(page, tmp_path, "after-first-run")
+
+    batch.fill("24")
+    run.click()
+    # the second click's view: its own logs and a Stop button while it runs
+    view = page.locator(".jp-OutputArea-output .widget-tab").filter(has_text="of batch 24")
+    view.get_by_text("rank 0 step 2 of batch 24").wait_for(state="visible", timeout=90_000)
+    stop = page.locator(".widget-button", has_text="Stop").filter(visible=True)
+    assert stop.count() == 1
+    _shot(page, tmp_path, "second-run-running")
+    status.get_by_text("done: succeeded").wait_for(timeout=120_000)
+    assert "rank 0 done" in view.locator(".distlab-log").first.inner_text()
+    tried = page.locator(".distlab-controls-history tr")
+    assert tried.count() == 3 and "batch_size=24" in tried.nth(2).inner_text()
+
+    # the figure cell again: the two points tried are stars beside the sweep's two
+    cell = page.locator(".jp-CodeCell").nth(2)
+    cell.locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Shift+Enter")
+    page.wait_for_function(
+        FIGURE_NAMES.replace("=> Array", "=> JSON.stringify(Array") + ").includes('tried in')",
+        timeout=60_000,
+    )
+    traces = dict(page.evaluate(FIGURE_NAMES)[-1])
+    assert traces["tried in the controls"] == [12, 24] and traces["sweep"] == [8, 16]
+    _shot(page, tmp_path, "figure-with-tried-points")
+
+
+def test_a_batch_size_of_zero_is_refused(lab_server, browser_page, tmp_path: Path) -> None:
+    page = browser_page
+    _open_and_run_all(page, lab_server)
+    run = page.locator(".widget-button", has_text=re.compile(r"^\s*Run\s*$"))
+    batch = page.locator(".widget-text", has_text="batch size").locator("input")
+    batch.fill("0")
+    refused = page.locator(".distlab-refused")
+    refused.get_by_text("batch size: 0 is out of range").wait_for(state="visible")
+    assert run.is_disabled()
+    assert batch.input_value() == "0"  # not changed into 1
+    batch.fill("2.5")
+    refused.get_by_text("'2.5' is not a whole number").wait_for(state="visible")
+    assert batch.input_value() == "2.5" and run.is_disabled()
+    _shot(page, tmp_path, "batch-refused")
+    batch.fill("16")
+    page.wait_for_function(
+        "() => !document.querySelector('.distlab-refused')"
+        " || document.querySelector('.distlab-refused').textContent === ''"
+    )
+    assert run.is_enabled()

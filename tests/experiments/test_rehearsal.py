@@ -1,0 +1,217 @@
+"""A rehearsal (lab.experiments.rehearsal, lab.metrics.rehearsal): the paper's parameters
+cut only where a CPU cannot afford them, each cut said; its runs, verdicts and figures kept
+under results/rehearsals/ and marked, never a verdict; the rehearsal cluster's hosts declare
+GPUs and tell their ranks so."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lab.experiments import rehearsal
+from lab.metrics.rehearsal import REHEARSAL_ENV, Plan, active, runs_root
+
+PLAN = Plan(warmup_steps=1, steps=2, batch_cap=4, budget_s=60.0, repeats=1, max_workers=8)
+
+
+def test_paper_parameters_keep_every_system_and_model_and_cut_the_rest() -> None:
+    paper = {
+        "systems": ["horovod-mpi", "mwms", "kungfu-sync"],
+        "models": ["ResNet50", "MobileNetV2"],
+        "workers": [8, 16, 32],
+        "batch_size": 32,
+        "budget_s": 3600.0,
+        "min_rounds": 0,
+        "target_rel_ci": 0.02,
+        "base": {"model": "resnet50", "batch_size": 32, "image_size": 224},
+        "steps": 100,
+        "bandwidths": ["100mbit", "1gbit", "10gbit"],
+    }
+    out, cuts = rehearsal.rehearse(paper, PLAN)
+    assert out["systems"] == paper["systems"] and out["models"] == paper["models"]
+    assert out["workers"] == [8]  # smallest and largest, capped at what memory holds
+    assert out["batch_size"] == 4 and out["base"]["batch_size"] == 4
+    assert out["base"]["image_size"] == 224 and out["base"]["model"] == "resnet50"
+    assert out["steps"] == 2 and out["budget_s"] == 60.0
+    assert out["min_rounds"] == 0 and out["target_rel_ci"] == 0.02  # nothing to cut
+    assert out["bandwidths"] == ["100mbit", "10gbit"]
+    said = {c.key: (c.paper, c.rehearsed) for c in cuts}
+    assert said == {
+        "workers": ([8, 16, 32], [8]),
+        "batch_size": (32, 4),
+        "base.batch_size": (32, 4),
+        "budget_s": (3600.0, 60.0),
+        "steps": (100, 2),
+        "bandwidths": (["100mbit", "1gbit", "10gbit"], ["100mbit", "10gbit"]),
+    }
+    assert all(c.why for c in cuts)
+
+
+def test_worker_counts_are_sampled_and_capped_by_memory() -> None:
+    from lab.metrics.rehearsal import memory_cap
+
+    def cut(v: object) -> object:
+        return rehearsal.rehearse({"workers": v}, PLAN)[0]["workers"]
+
+    assert PLAN.max_workers == 8
+    assert cut([1, 2, 4]) == [1, 4] and cut([8, 16, 32]) == [8] and cut(32) == 8
+    assert cut(4) == 4 and cut([2, 16]) == [2, 8]
+    assert memory_cap(share=1e-12) == 2 and memory_cap() >= 2  # never below its floor
+
+
+def test_repeats_are_cut_to_what_the_protocol_accepts() -> None:
+    from lab.experiments.kungfu import fig8
+    from lab.metrics.protocol import Target
+
+    out, _ = rehearsal.rehearse(fig8.DEFAULTS["paper"], PLAN)
+    assert out["min_repeats"] == 2
+    Target(budget_s=out["budget_s"], min_repeats=out["min_repeats"])  # accepted
+    assert rehearsal.rehearse({"repeats": 3, "seeds": 5}, PLAN)[0] == {"repeats": 1, "seeds": 1}
+
+
+def test_a_scheduled_run_keeps_its_steps_its_schedule_stops_it() -> None:
+    from lab.experiments.kungfu import fig7
+
+    [point] = fig7.points(fig7.DEFAULTS["paper"], ["kungfu-elastic"])
+    out, cuts = rehearsal.rehearse(point, PLAN)
+    assert out["steps"] == point["steps"] and out["schedule"] == point["schedule"]
+    assert [c.key for c in cuts] == ["batch_size"]
+
+
+def test_outside_a_rehearsal_nothing_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(REHEARSAL_ENV, raising=False)
+    paper = {"workers": [1, 8, 32], "steps": 100}
+    assert rehearsal.apply(paper, "paper") == paper
+    monkeypatch.setenv(REHEARSAL_ENV, PLAN.to_env())
+    assert rehearsal.apply(paper, "smoke") == paper  # smoke scale is never cut
+    assert rehearsal.apply(paper, "paper") == {"workers": [1, 8], "steps": 2}
+
+
+def test_scale_parameters_and_points_cut_in_a_rehearsal(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lab.experiments.benchmark import sync
+    from lab.experiments.points import complete_point, scale_parameters
+
+    monkeypatch.setenv(REHEARSAL_ENV, PLAN.to_env())
+    p = scale_parameters("paper", sync.DEFAULTS)
+    assert p["systems"] == sync.DEFAULTS["paper"]["systems"]
+    assert p["batch_size"] == 4 and p["workers"] == [1, 4]
+    assert "rehearsal: batch_size 64 -> 4" in capsys.readouterr().out
+    point = complete_point({"system": "horovod-mpi", "model": "ResNet50", "workers": 2}, "paper")
+    assert (point["image_size"], point["steps"], point["warmup_steps"]) == (224, 2, 1)
+
+
+def test_a_rehearsal_keeps_its_runs_apart(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from lab.cluster.rundir import new_run_dir
+    from lab.metrics.layout import runs_dir
+
+    monkeypatch.delenv(REHEARSAL_ENV, raising=False)
+    assert runs_root(tmp_path) == tmp_path / "runs"
+    monkeypatch.setenv(REHEARSAL_ENV, PLAN.to_env())
+    assert active() == PLAN
+    made = new_run_dir("kungfu/fig9", tmp_path)
+    assert made.parent == tmp_path / "rehearsals" / "runs" / "kungfu" / "fig9"
+    assert runs_dir("kungfu/fig9", tmp_path) == made.parent
+
+
+def test_conclude_marks_a_rehearsal_and_keeps_it_apart(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from lab.experiments.outputs import conclude
+    from lab.experiments.verdicts import Status, Verdict
+
+    monkeypatch.setenv(REHEARSAL_ENV, PLAN.to_env())
+    rehearsal.note([rehearsal.Cut("steps", 100, 2, "step budget")])
+    v = Verdict(
+        "KungFu (OSDI'20)", "Fig 9", "scales", Status.REPRODUCED, lab_value=1.2,
+        scale="paper", runs=("results/rehearsals/runs/x/1",),
+    )  # fmt: skip
+    back = conclude(v, "kungfu", results=tmp_path)
+    assert back.rehearsal and back.status is Status.REPRODUCED
+    assert not (tmp_path / "verdicts").exists()  # no verdict changed
+    saved = json.loads((tmp_path / "rehearsals/verdicts/kungfu/paper/fig_9.json").read_text())
+    assert saved["rehearsal"]["steps"] == 2
+    assert {"key": "steps", "paper": 100, "rehearsed": 2, "why": "step budget"} in saved[
+        "rehearsal"
+    ]["cuts"]
+
+
+def test_rehearsal_profile_declares_gpus_on_emulated_hosts() -> None:
+    from lab.cluster.emulation.lifecycle import host_env
+    from lab.cluster.inventory import allocate, load_profile
+    from lab.cluster.launchers.base import visible_devices
+    from lab.metrics.rehearsal import EMULATED_GPUS_ENV
+
+    c = load_profile("rehearsal")
+    assert c.emulated and all(h.gpus == 8 for h in c.hosts) and c.slots == 32
+    assert {dt.kind for dt in c.device_types} == {"cuda"}
+    slots = allocate(c, 32)
+    assert [visible_devices(s) for s in slots[:9]] == [
+        {"CUDA_VISIBLE_DEVICES": str(i)} for i in [*range(8), 0]
+    ]
+    assert host_env(c.hosts[0])[EMULATED_GPUS_ENV] == "8"
+    assert EMULATED_GPUS_ENV not in host_env(load_profile("emulated-2").hosts[0])
+
+
+def test_a_cuda_rank_falls_back_only_where_gpus_are_declared(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    from lab.bench.easyscale import device
+    from lab.metrics.rehearsal import EMULATED_GPUS_ENV
+
+    monkeypatch.delitem(sys.modules, "torch", raising=False)  # torch not imported yet
+    monkeypatch.delenv(EMULATED_GPUS_ENV, raising=False)
+    assert device.fallback("cuda", "nccl") == ("cuda", "nccl", {})  # an error later, not a fallback
+    monkeypatch.setenv(EMULATED_GPUS_ENV, "8")
+    kind, backend, said = device.fallback("cuda", "nccl")
+    assert (kind, backend) == ("cpu", "gloo")
+    assert said["device_fallback"].startswith("cuda -> cpu")
+    assert said["backend_fallback"] == "nccl -> gloo"
+    assert device.fallback("cpu", "gloo") == ("cpu", "gloo", {})
+    assert "torch" not in sys.modules  # device settings still apply before torch starts
+
+
+def test_report_says_how_much_was_rehearsed(tmp_path: Path) -> None:
+    from lab.experiments.notebooks import NotebookResult
+    from lab.experiments.rehearsing import SUMMARY, rehearsed_line, write_summary
+
+    root = tmp_path / "nb"
+    a, b = root / "a.ipynb", root / "p" / "b.ipynb"
+    summary = tmp_path / "rehearsals" / SUMMARY
+    write_summary(summary, PLAN, [NotebookResult(a, a, True, 3.0)], root)
+    write_summary(summary, PLAN, [NotebookResult(b, b, False, 1.0, "boom")], root)
+    line = rehearsed_line(tmp_path, 17)
+    assert line.startswith("Paper scale rehearsed: 1 of 17 notebooks, 20")
+    data = json.loads(summary.read_text())
+    assert [n["notebook"] for n in data["notebooks"]] == ["a.ipynb", "p/b.ipynb"]
+    assert rehearsed_line(tmp_path / "none", 17) == ""
+
+
+def test_each_notebook_rehearses_where_its_paper_path_can_run() -> None:
+    from lab.cluster.inventory import load_profile
+    from lab.experiments.notebooks import NOTEBOOK_DIR
+    from lab.experiments.rehearsing import (
+        HOROVODRUN_NOTEBOOKS,
+        LOCAL_CLUSTER,
+        REHEARSAL_CLUSTER,
+        cluster_for,
+    )
+
+    def where(rel: str) -> str:
+        return cluster_for(NOTEBOOK_DIR / rel, None, NOTEBOOK_DIR)
+
+    assert where("kungfu/fig9_scalability.ipynb") == REHEARSAL_CLUSTER
+    assert where("easyscale/fig9_accuracy_consistency.ipynb") == REHEARSAL_CLUSTER
+    assert where("cmdare/ps_bottleneck.ipynb") == "emulated"  # builds its hosts per point
+    assert where("00_tour.ipynb") == "rehearsal-local"  # horovodrun: refused on emulated hosts
+    assert where("kungfu/adaptive_batch.ipynb") == "rehearsal-local"
+    for rel in HOROVODRUN_NOTEBOOKS:
+        assert (NOTEBOOK_DIR / rel).is_file()
+    local = load_profile(LOCAL_CLUSTER)
+    assert local.is_local and local.hosts[0].gpus == 8
+    assert cluster_for(NOTEBOOK_DIR / "00_tour.ipynb", "mine", NOTEBOOK_DIR) == "mine"
