@@ -43,7 +43,7 @@ fi
 env/setup_mxnet.sh || log "warning: MXNet is not installed; the MXNet rows will say so"
 
 # -- Python environment --------------------------------------------------------------
-want=$(cat requirements.txt pyproject.toml env/setup.sh env/build_*.sh env/kungfu-patches/* env/horovod-patches/* env/torchvision-patches/* | sha256sum | cut -c1-16)
+want=$(cat requirements.txt pyproject.toml env/setup.sh env/build_*.sh env/kungfu-patches/* env/horovod-patches/* env/torchvision-patches/* env/patching.py | sha256sum | cut -c1-16)
 stamp="$venv/.distlab-setup"
 # KUNGFU_SOURCE set where KungFu is missing (its source was unreachable the last time)
 # is a change too: build_kungfu.sh's message tells the user to set it and run setup again
@@ -73,8 +73,9 @@ timeout 600 "${pip[@]}" install --quiet --no-deps --force-reinstall "$wheel"
 import importlib.util, pathlib, sys
 spec = importlib.util.find_spec("horovod")
 root = pathlib.Path(spec.origin).parent
-if not list(root.glob("tensorflow/mpi_lib*.so")):
-    sys.exit(f"Horovod at {root} has no TensorFlow ops: a hollow build; remove the cached wheel")
+for framework, lib in (("TensorFlow", "tensorflow/mpi_lib*.so"), ("PyTorch", "torch/mpi_lib_v2*.so")):
+    if not list(root.glob(lib)):
+        sys.exit(f"Horovod at {root} has no {framework} ops: a hollow build; remove the cached wheel")
 PY
 # its Python files patched where installed (each rule says why): no rebuild of the wheel
 "$venv/bin/python" env/horovod-patches/apply.py >/dev/null

@@ -9,10 +9,11 @@ half-patched. Running it twice changes nothing. Standard library only.
 
 from __future__ import annotations
 
-import importlib.util
-import re
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from patching import main  # noqa: E402  (env/patching.py: the shared rule loop)
 
 # (why, glob of files under horovod/, regex, replacement, text present once applied)
 RULES: tuple[tuple[str, str, str, str, str], ...] = (
@@ -31,37 +32,5 @@ RULES: tuple[tuple[str, str, str, str, str], ...] = (
 )
 
 
-def horovod_dir() -> Path:
-    """The installed ``horovod`` package of this interpreter, found without importing it."""
-    spec = importlib.util.find_spec("horovod")
-    if spec is None or spec.origin is None:
-        raise SystemExit("horovod is not installed in this Python")
-    return Path(spec.origin).parent
-
-
-def apply(root: Path) -> list[str]:
-    """Apply every rule under ``root``; one line per rule; raise if one matches nothing."""
-    done = []
-    for why, pattern, regex, replacement, applied in RULES:
-        files = sorted(root.glob(pattern))
-        total = already = 0
-        for path in files:
-            text = path.read_text()
-            new, n = re.subn(regex, replacement, text)
-            if n:
-                path.write_text(new)
-                total += n
-            already += text.count(applied)
-        if total == 0 and already == 0:
-            raise SystemExit(f"patch rule matched nothing ({pattern}: {regex!r}): {why}")
-        state = f"{total:3d} x" if total else "  (applied)"
-        done.append(f"{state} {pattern}: {why[:80]}...")
-    return done
-
-
 if __name__ == "__main__":
-    if len(sys.argv) > 2:
-        raise SystemExit("usage: apply.py [HOROVOD_PACKAGE_DIR]")
-    target = Path(sys.argv[1]) if len(sys.argv) == 2 else horovod_dir()
-    for line in apply(target):
-        print(line)
+    main("horovod", RULES)

@@ -21,10 +21,11 @@ changes nothing. Standard library only.
 
 from __future__ import annotations
 
-import importlib.util
-import re
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from patching import main  # noqa: E402  (env/patching.py: the shared rule loop)
 
 # (why, glob of files under torchvision/, regex, replacement, text present once applied)
 RULES: tuple[tuple[str, str, str, str, str], ...] = (
@@ -40,37 +41,5 @@ RULES: tuple[tuple[str, str, str, str, str], ...] = (
 )
 
 
-def torchvision_dir() -> Path:
-    """The installed ``torchvision`` package of this interpreter, found without importing it
-    (importing is what fails before the patch)."""
-    spec = importlib.util.find_spec("torchvision")
-    if spec is None or spec.origin is None:
-        raise SystemExit("torchvision is not installed in this Python")
-    return Path(spec.origin).parent
-
-
-def apply(root: Path) -> list[str]:
-    """Apply every rule under ``root``; one line per rule; raise if one matches nothing."""
-    done = []
-    for why, pattern, regex, replacement, applied in RULES:
-        total = already = 0
-        for path in sorted(root.glob(pattern)):
-            text = path.read_text()
-            new, n = re.subn(regex, replacement, text)
-            if n:
-                path.write_text(new)
-                total += n
-            already += text.count(applied)
-        if total == 0 and already == 0:
-            raise SystemExit(f"patch rule matched nothing ({pattern}: {regex!r}): {why}")
-        state = f"{total:3d} x" if total else "  (applied)"
-        done.append(f"{state} {pattern}: {why[:80]}...")
-    return done
-
-
 if __name__ == "__main__":
-    if len(sys.argv) > 2:
-        raise SystemExit("usage: apply.py [TORCHVISION_PACKAGE_DIR]")
-    target = Path(sys.argv[1]) if len(sys.argv) == 2 else torchvision_dir()
-    for line in apply(target):
-        print(line)
+    main("torchvision", RULES)

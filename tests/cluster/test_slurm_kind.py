@@ -171,7 +171,7 @@ def test_run_inside_salloc_uses_that_allocation(slurm: LocalSlurm, profile: Path
     outer, run_job, owned = words[1], words[3], words[4]
     assert run_job == outer and owned == "False"
     assert f"rank 1 job {outer}" in done.stdout
-    assert slurm.queue() == []
+    assert slurm.queue_within(10.0) == []  # salloc's own job, released as salloc exits
 
 
 def test_failed_rank_and_timeout_leave_nothing_queued(

@@ -75,6 +75,14 @@ class LocalSlurm:
         out = self.run("squeue", "-h", "-o", "%i %T").stdout.split("\n")
         return [ln.split()[0] for ln in out if ln.strip() and "COMPLETED" not in ln]
 
+    def queue_within(self, seconds: float) -> list[str]:
+        """``queue()`` once it is empty, or as it is after ``seconds``: a job whose ``salloc``
+        just returned is still COMPLETING for a moment while its node cleans up."""
+        deadline = time.monotonic() + seconds
+        while (held := self.queue()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return held
+
 
 def _conf(root: Path, name: str, node: str, cpus: int, ctld: int, slurmd: int) -> str:
     return f"""ClusterName={name}

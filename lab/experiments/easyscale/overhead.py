@@ -50,6 +50,7 @@ __all__ = [
     "LEVELS_DEFAULTS",
     "LEVELS_MARGIN",
     "LONG_STEP_BASE",
+    "LONG_STEP_VARIANTS",
     "PAPER_STEP_S",
     "SWITCHING_DEFAULTS",
     "TARGET_SHARE",
@@ -67,7 +68,6 @@ __all__ = [
     "repeat_ratios",
     "run_dirs",
     "run_levels",
-    "run_long_step",
     "run_switching",
     "step_case",
     "switch_numbers",
@@ -86,6 +86,10 @@ _PAPER_BASE = {"model": "resnet50", "batch_size": 32, "image_size": 224, "datase
 # data set's pool under lab.bench.easyscale.workload.POOL_BYTES. The switch copies the same
 # state either way.
 LONG_STEP_BASE = {**_SMOKE_BASE, "image_size": 112, "dataset_size": 256}
+# run_switching's launches: all four for Figs 11 and 13 and the micro-benchmark; the long
+# step only switching on
+SWITCHING_VARIANTS = ("switch on", "switch off", "plain", DDP_BESIDE)
+LONG_STEP_VARIANTS = ("switch on",)
 # The notebooks' parameters per scale (lab.experiments.scale_parameters). Each variant is a
 # launch of one process, mostly torch's start-up, so smoke runs each once; the step
 # timings inside a run give the medians (the first step is not timed).
@@ -97,8 +101,9 @@ SWITCHING_DEFAULTS = {
     # the same config to the next. Timed beside the ESTs in one process, eight launches
     # saved 12.9% (sd 1.4 points) and the last EST 4.0% (sd 0.9): three repeats give
     # t = 4.3 over that, ~±3.5 points; two (t = 12.7) would not
-    # long_*: the step of paper-like length for Fig 11 (run_long_step): 3 timed steps of 4
-    # ESTs, 12 switches, ~2 s of CPU; at paper scale the paper's own model is that step
+    # long_*: the step of paper-like length for Fig 11 (run_switching, LONG_STEP_VARIANTS):
+    # 3 timed steps of 4 ESTs, 12 switches, ~2 s of CPU; at paper scale the paper's own
+    # model is that step
     "smoke": {
         "ests": 4,
         "steps": 40,
@@ -152,6 +157,7 @@ def run_switching(
     cluster: str = "easyscale-local",
     view: Any = "auto",
     results_root: Any = None,
+    variants: Sequence[str] = SWITCHING_VARIANTS,
 ) -> pd.DataFrame:
     """One process, ``ests`` ESTs: switching on, off, plain accumulation, and ESTs with a
     DDP step (1 rank) after each of their steps, alternating in order over the repeats.
@@ -161,41 +167,26 @@ def run_switching(
 
     Fig 13 compares an EST with a DDP step inside one process: in separate launches of the
     same config an EST's median took 3.2-4.6 ms and a DDP step's 3.6-5.3 ms (six each, back
-    to back), a spread larger than the ~10% the figure is about."""
-    variants = {
+    to back), a spread larger than the ~10% the figure is about.
+
+    Fig 11's step of paper-like length (``base`` e.g. ``LONG_STEP_BASE``) runs only
+    ``variants=("switch on",)``: the share is timed inside each step, and a switch off
+    beside steps this long would cost the launches' noise, not tell the share better."""
+    every = {
         "switch on": Config(ests=ests, steps=steps, **base),
         "switch off": Config(ests=ests, steps=steps, switch=False, **base),
         "plain": Config(system="plain", ests=ests, steps=steps, **base),
         DDP_BESIDE: Config(ests=ests, steps=steps, ddp_beside=True, **base),
     }
+    unknown = sorted(set(variants) - set(every))
+    if unknown:
+        raise ValueError(f"unknown variants {unknown}; known: {list(every)}")
     rows = []
     for r in range(repeats):
-        order = list(variants.items())
+        order = [(name, every[name]) for name in variants]
         for name, cfg in order if r % 2 == 0 else order[::-1]:
             run = _run(cfg, device, cluster, view, results_root)
             rows.append({"variant": name, "repeat": r, "run": run})
-    return pd.DataFrame(rows)
-
-
-def run_long_step(
-    ests: int,
-    steps: int,
-    base: dict[str, Any],
-    repeats: int = 1,
-    device: str = "slow",
-    cluster: str = "easyscale-local",
-    view: Any = "auto",
-    results_root: Any = None,
-) -> pd.DataFrame:
-    """Fig 11's step of paper-like length: ``ests`` ESTs with switching on, on ``base``
-    (e.g. ``LONG_STEP_BASE``), ``repeats`` launches (columns variant, repeat, run). Only
-    switching on: the share is timed inside each step, and a switch off beside steps this
-    long would cost the launches' noise, not tell the share better."""
-    cfg = Config(ests=ests, steps=steps, **base)
-    rows = [
-        {"variant": "switch on", "repeat": r, "run": _run(cfg, device, cluster, view, results_root)}
-        for r in range(repeats)
-    ]
     return pd.DataFrame(rows)
 
 
@@ -240,7 +231,7 @@ def microbench(
 ) -> dict[str, Any]:
     """The EST micro-benchmark of ``make bench`` (``python -m lab bench easyscale``).
 
-    Runs ``run_switching`` on the smoke model (``base``) and ``run_long_step`` on a step of
+    Runs ``run_switching`` on the smoke model (``base``) and only its ``switch on`` on a step of
     paper-like length (``long_base``, default ``LONG_STEP_BASE``; ``long_steps`` 0: not run),
     ``repeats`` launches each.
 
@@ -265,9 +256,9 @@ def microbench(
     out: dict[str, Any] = {"params": params, "implementation": EST_LABEL, **numbers}
     if long_steps:
         long_base = long_base or dict(LONG_STEP_BASE)
-        long_runs = run_long_step(
+        long_runs = run_switching(
             ests, long_steps, long_base, repeats, cluster=cluster, view=view,
-            results_root=results_root,
+            results_root=results_root, variants=LONG_STEP_VARIANTS,
         )  # fmt: skip
         long = long_step_table(long_runs)
         cases.append(step_case(case_name("paper-like step", long_base), long))
