@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from lab.bench import allreduce as allreduce_bench
+from lab.bench import spin as spin_bench
 from lab.cluster import emulation
 from lab.cluster.emulation import cgroups, lifecycle, netns, shaping, spec, state
 from lab.cluster.inventory import Cluster, Host, load_profile, resolve_cluster
@@ -125,7 +127,7 @@ def test_without_root_says_so() -> None:
 
 def test_spin_emits_steps_and_summary() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "lab.bench.spin", "--seconds", "0.4", "--report", "0.1"],
+        spin_bench.Config(seconds=0.4, report=0.1).command(sys.executable),
         cwd=REPO,
         env={**os.environ, **RANK_ENV},
         capture_output=True,
@@ -253,7 +255,7 @@ print(socket.create_connection((sys.argv[1], 29517), timeout=10).recv(100).decod
 
 def spin(hosts: tuple[Host, ...], seconds: float) -> list[dict]:
     """Run lab.bench.spin on each host at once; each rank's summary record."""
-    argv = [sys.executable, "-m", "lab.bench.spin", "--seconds", str(seconds)]
+    argv = spin_bench.Config(seconds=seconds).command(sys.executable)
     procs = [
         subprocess.Popen(
             emulation.wrap_argv(h, argv),
@@ -312,15 +314,7 @@ def test_allreduce_over_100mbit_is_near_ring_bound() -> None:
             "MASTER_ADDR": up.hosts[0].reach_address,
             "MASTER_PORT": "29518",
         }
-        argv = [
-            sys.executable,
-            "-m",
-            "lab.bench.allreduce",
-            "--bytes",
-            str(nbytes),
-            "--repeats",
-            "3",
-        ]
+        argv = allreduce_bench.Config(bytes=nbytes, repeats=3).command(sys.executable)
         procs = [
             subprocess.Popen(
                 emulation.wrap_argv(h, argv),
@@ -387,6 +381,8 @@ def test_a_tag_in_use_is_never_drawn_again(monkeypatch: pytest.MonkeyPatch) -> N
 
 HOLDER = """
 import pathlib, subprocess, sys, time
+from lab.bench import allreduce as allreduce_bench
+from lab.bench import spin as spin_bench
 from lab.cluster import emulation
 from lab.cluster.inventory import load_profile
 with emulation.prepare(load_profile("emulated-2")) as up:
