@@ -222,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             freeze_garbage(rank)  # as run_steps: no full collection in a timed step
         sync()
         start = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
+        opt.zero_grad()  # None grads (torch>=2 default); Horovod's wrapper takes no argument
         for _ in range(cfg.micro_batches):
             with torch.autocast(kind, dtype=torch.bfloat16, enabled=cfg.amp):
                 loss = torch.nn.functional.cross_entropy(net(images), labels)
