@@ -132,6 +132,9 @@ def _color_of(system: Any, colors: dict[str, str]) -> str:
     return PUBLISHED_COLOR
 
 
+# the legend key of the dashed ideal lines, drawn in each series' own colour
+IDEAL_KEY = "ideal: 1 worker × N (dashed)"
+IDEAL_KEY_PER_WORKER = "ideal: the 1-worker rate (dashed)"
 HOLLOW = {"symbol": "circle-open", "size": 12, "line": {"width": 2}}
 HATCHED = {
     "pattern": {"shape": "/"},
@@ -194,6 +197,7 @@ def throughput_vs_workers(
     else:
         fig = go.Figure()
     colors: dict[str, str] = {}
+    drew_ideal = False
     for i, (name, group) in enumerate(_groups(data, color)):
         group = group.sort_values(x)
         label = series_name(name or "lab")
@@ -224,9 +228,22 @@ def throughput_vs_workers(
                     line={"dash": "dash", "color": colors[label]},
                     name=series_name("ideal", name or "lab"),
                     legendgroup=label,
+                    showlegend=False,  # one key for every ideal line (below)
                     hovertemplate="%{x} workers: %{y:.4g}<extra>1 worker × N</extra>",
                 )
             )
+            drew_ideal = True
+    if drew_ideal:  # one key, not an "ideal · <series>" entry beside every series
+        fig.add_trace(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="lines",
+                line={"dash": "dash", "color": "grey"},
+                name=IDEAL_KEY_PER_WORKER if per_worker else IDEAL_KEY,
+                hoverinfo="skip",
+            )
+        )
     for place, rows in ((1, near), (2, far)):
         for _, row in rows.iterrows():
             workers = row["workers"]
