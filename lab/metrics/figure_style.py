@@ -22,6 +22,9 @@ from lab.metrics.figure_check import CHAR_WIDTH, LINE_HEIGHT, legend_entries, pl
 log = logging.getLogger(__name__)
 
 WIDTH, HEIGHT = 900, 520
+# the plot area keeps at least this share of the image's height: legend rows, caption and
+# footnote beyond that make the image taller instead (figure_check asks for half)
+MIN_PLOT_SHARE = 0.55
 MAX_LEGEND = 40  # characters of a legend entry
 FONT = 12
 TITLE_SIZE = 16
@@ -241,6 +244,7 @@ def style(
     _drop_notes(fig)
     if title is not None:
         fig.update_layout(title_text=title)
+    asked = (fig, caption, sources, fig.layout.title.text, width, legend)
     fig.update_layout(
         template="plotly_white", width=width, height=height, font={"size": FONT}, autosize=False
     )
@@ -329,6 +333,11 @@ def style(
         _note(fig, src_lines, FOOTNOTE_SIZE, "sources", bottom, EDGE - left)
         bottom += _height(len(src_lines), FOOTNOTE_SIZE) + 4
     fig.update_layout(margin={"l": left, "r": right, "t": math.ceil(top), "b": bottom + EDGE})
+    around = math.ceil(top) + bottom + EDGE
+    if around > (1 - MIN_PLOT_SHARE) * height:  # a long legend or caption: a taller image
+        fig, caption, sources, title, width, legend = asked
+        taller = math.ceil(around / (1 - MIN_PLOT_SHARE))
+        return style(fig, caption, sources, title, width, taller, legend)
     return fig
 
 
