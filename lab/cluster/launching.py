@@ -211,9 +211,9 @@ def launch(
 def cluster_hooks(cluster: Cluster) -> list[LaunchHook]:
     """The hooks a cluster brings itself: an emulated one is brought up, run in and sampled
     by lab.cluster.emulation.hook.EmulationHook; a Slurm one's hosts are a Slurm job's
-    nodes, its ranks started through srun (lab.cluster.slurm.allocation.SlurmHook)."""
+    nodes, its ranks started through srun (lab.cluster.slurm.hook.SlurmHook)."""
     if cluster.slurm is not None:
-        from lab.cluster.slurm.allocation import SlurmHook
+        from lab.cluster.slurm.hook import SlurmHook
 
         return [SlurmHook()]
     if not cluster.emulated:
