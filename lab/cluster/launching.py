@@ -94,6 +94,8 @@ def run_request(
     if not (target.emulated or target.slurm):  # their hosts exist only once they are up
         check_hosts([s.host for s in slots], options=ssh_opts)
     observers = _observers(view)
+    for hook in hooks:
+        hook.waiting(lambda words: _say_pending(observers, words))
 
     with contextlib.ExitStack() as up_stack:
         up = target
@@ -307,6 +309,17 @@ def _processed(spec: ProcessSpec, hooks: Sequence[LaunchHook]) -> ProcessSpec:
     for hook in hooks:
         spec = hook.process(spec)
     return spec
+
+
+def _say_pending(observers: Sequence[RunObserver], words: str) -> None:
+    """Tell the observers that can hear it why the run has not started yet."""
+    for obs in observers:
+        pending = getattr(obs, "on_pending", None)
+        if callable(pending):
+            try:
+                pending(words)
+            except Exception:  # a view's trouble must not end a run that waits
+                log.exception("run view: on_pending failed")
 
 
 def _observers(view: str | RunObserver | None) -> list[RunObserver]:

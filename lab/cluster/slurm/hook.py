@@ -5,7 +5,9 @@ A profile with a ``slurm`` section names no hosts: they are the nodes of a Slurm
 the lab itself runs inside an allocation (``SLURM_JOB_ID`` is set: ``salloc``, ``sbatch``
 or an interactive ``srun --pty``), the run uses it and leaves it alone. Otherwise it asks
 for one with ``salloc --no-shell`` named after the run, and cancels it (``scancel``) when
-the run ends, whatever way it ends, so nothing stays queued.
+the run ends, whatever way it ends, so nothing stays queued. While the job waits, the
+run's view says ``queued (reason: R)`` with squeue's reason; the manifest keeps the job id,
+its nodes, how long it waited and the reasons given.
 
 What runs where:
 
@@ -30,6 +32,7 @@ import dataclasses
 import os
 import shutil
 import sys
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -47,6 +50,7 @@ from lab.cluster.launchers.base import (
 from lab.cluster.launchers.mpi import REMOTE_AGENT
 from lab.cluster.slurm.agent import srun_argv
 from lab.cluster.slurm.allocation import (
+    Say,
     allocate_job,
     cancel,
     job_nodes,
@@ -75,6 +79,13 @@ class SlurmHook(LaunchHook):
         self.job_id: str | None = None
         self.nodes: list[str] = []
         self.owned = False
+        self.queued_seconds = 0.0
+        self.reasons: list[str] = []  # squeue's, while the job waited
+        self._say: Say | None = None
+
+    def waiting(self, say: Say) -> None:
+        """Where "queued (reason: R)" goes while the job waits (the run's view)."""
+        self._say = say
 
     def check(self, job: Job, slots: Sequence[Slot], launcher: Launcher) -> None:
         if launcher.name not in LAUNCHERS_SUPPORTED:
@@ -103,7 +114,9 @@ class SlurmHook(LaunchHook):
         if given:
             self.job_id, self.owned = given, False
         else:
-            self.job_id, _ = allocate_job(slurm, name)
+            asked = time.monotonic()
+            self.job_id, self.reasons = allocate_job(slurm, name, self._say)
+            self.queued_seconds = time.monotonic() - asked
             self.owned = True
         try:
             self.nodes = job_nodes(self.job_id)
@@ -144,6 +157,8 @@ class SlurmHook(LaunchHook):
                 "job_id": self.job_id,
                 "nodes": list(self.nodes),
                 "allocated_by_run": self.owned,
+                "queued_seconds": round(self.queued_seconds, 2),
+                "pending_reasons": list(self.reasons),
             }
         }
 
