@@ -1,7 +1,8 @@
 """The engines' own launchers on a slurm profile, against a real single-node Slurm
 (lab.cluster.slurm.testbed): torchrun (one agent per node through srun), mpirun with the
-job's node list reaching the node through srun (Horovod's MPI controller), kungfu-run per
-node with the node's address and ports the lab picked. Each rank says which Slurm job and
+job's node list reaching the node through srun (Horovod's MPI controller), horovodrun
+(Gloo) whose ssh is srun, kungfu-run per node with the node's address and ports the lab
+picked. Each rank says which Slurm job and
 step it ran in, and does one real collective; nothing stays queued or running after."""
 
 from __future__ import annotations
@@ -117,6 +118,26 @@ def test_horovod_mpi_ranks_start_through_srun_on_the_jobs_nodes(
     assert slurm.queue_within(5.0) == []
 
 
+def test_horovodrun_reaches_the_node_through_srun_in_sshs_place(
+    slurm: LocalSlurm, profile: Path, tmp_path: Path
+) -> None:
+    _installed("torch", "horovod", program="horovodrun")
+    result = _run(profile, tmp_path, "horovod", HOROVOD, options={"controller": "gloo"})
+    m = _manifest(result.run_dir)
+    job = m["slurm"]["job_id"]
+    (runner,) = m["processes"]
+    argv = runner["argv"]
+    assert argv[argv.index("-H") + 1] == f"{slurm.node}:2"
+    # horovodrun's ssh is the run's own, which goes through srun into the job
+    ssh = (Path(result.run_dir) / "bin" / "ssh").read_text()
+    assert f"lab.cluster.slurm.agent --job={job}" in ssh
+    said = _said(result.run_dir)
+    for r, words in said.items():
+        assert words[:4] == ["rank", str(r), "sum", "3.0"] and words[5] == job, words
+    assert said[0][7] != said[1][7]  # one srun step per rank, as horovodrun's ssh per rank
+    assert slurm.queue_within(5.0) == []
+
+
 def test_kungfu_run_per_node_with_its_address_and_picked_ports(
     slurm: LocalSlurm, profile: Path, tmp_path: Path
 ) -> None:
@@ -172,6 +193,21 @@ def test_a_gpu_rank_keeps_its_device_under_srun() -> None:
     assert out.env["PATH"].split(os.pathsep)[0] == "/opt/venv/bin"
     here = ProcessSpec(("mpirun", "-np", "4"), {}, (0, 1, 2, 3), Host("localhost"))
     assert hook.process(here) is here  # mpirun runs on the lab's machine
+
+
+def test_agent_reads_ssh_command_lines() -> None:
+    from lab.cluster.slurm.agent import split_ssh_args
+
+    # horovodrun's: options before and after the host, then one quoted command word
+    words = ["-o", "PasswordAuthentication=no", "-o", "StrictHostKeyChecking=no", "n1"]
+    words += ["-p", "22", "-o", "ConnectTimeout=10", "cd /w > /dev/null 2>&1 ; python x.py"]
+    assert split_ssh_args(words) == ("n1", ["cd /w > /dev/null 2>&1 ; python x.py"])
+    # mpirun's: the host, then the daemon's words
+    assert split_ssh_args(["n2", "PATH=/x;export", "prted", "-v"]) == (
+        "n2",
+        ["PATH=/x;export", "prted", "-v"],
+    )
+    assert split_ssh_args(["-x", "-oBatchMode=yes", "n3", "true"]) == ("n3", ["true"])
 
 
 def test_agent_carries_the_daemon_command_to_the_node() -> None:

@@ -1,7 +1,9 @@
-"""What mpirun runs in ssh's place on a slurm profile: ``python -m lab.cluster.slurm.agent
---job=JOB_ID NODE COMMAND...`` runs COMMAND (mpirun's daemon with its environment settings,
-in words as ssh would hand them to the remote shell) through ``sh -c`` on NODE as a task of
-job JOB_ID, beside the job's other steps. Ending the agent ends the task, as ending ssh
+"""What mpirun and horovodrun run in ssh's place on a slurm profile: ``python -m
+lab.cluster.slurm.agent --job=JOB_ID [ssh options] NODE [ssh options] COMMAND...`` runs
+COMMAND (mpirun's daemon, a Horovod rank or its probe: words as ssh would hand them to the
+remote shell) through ``sh -c`` on NODE as a task of job JOB_ID, beside the job's other
+steps. ssh's own options (horovodrun's ``-o StrictHostKeyChecking=no``, ``-p``, ``-i``)
+mean nothing to srun and are dropped. Ending the agent ends the task, as ending ssh
 would; but mpirun exits while its daemons are still saying goodbye, so the agent gives srun
 LINGER_SECONDS to end with its daemon before it passes a SIGTERM on (otherwise every
 finished run's log would end with Slurm's "STEP ... CANCELLED").
@@ -40,6 +42,29 @@ def srun_argv(job_id: str, node: str, cwd: str | None = None) -> list[str]:
     return argv
 
 
+# ssh options that take a value (OpenSSH 9's ssh(1)); any other "-x" is a flag
+_SSH_VALUED = set("BbcDEeFIiJLlmOoPpQRSWw")
+
+
+def split_ssh_args(args: Sequence[str]) -> tuple[str, list[str]]:
+    """(host, command words) from an ssh command line's arguments: options before and
+    right after the host are skipped, the first word after them starts the command."""
+    host: str | None = None
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if word.startswith("-") and len(word) > 1:
+            i += 2 if len(word) == 2 and word[1] in _SSH_VALUED else 1
+            continue
+        if host is not None:
+            break
+        host = word
+        i += 1
+    if host is None:
+        raise ValueError(f"no host in ssh arguments {list(args)!r}")
+    return host, list(args[i:])
+
+
 def agent_argv(job_id: str, node: str, command: Sequence[str]) -> list[str]:
     """The srun that carries ``command`` to ``node`` (pure, for tests and the manifest)."""
     srun = [a for a in srun_argv(job_id, node) if a != "--kill-on-bad-exit=1"]
@@ -50,8 +75,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) < 3 or not args[0].startswith("--job="):
         sys.exit("usage: python -m lab.cluster.slurm.agent --job=JOB_ID NODE COMMAND...")
-    job, node, *command = args
-    job_id = job.removeprefix("--job=")
+    job_id = args[0].removeprefix("--job=")
+    node, command = split_ssh_args(args[1:])
+    if not command:
+        sys.exit("lab.cluster.slurm.agent: no command (an interactive login is not offered)")
     proc = subprocess.Popen(agent_argv(job_id, node, command))
     asked: list[tuple[int, float]] = []  # (signal, when) of a request to end
 

@@ -19,6 +19,8 @@ What runs where:
   job's nodes and slots; it reaches each node through an agent in place of
   ssh (lab.cluster.slurm.agent: ``srun --jobid J -w NODE --overlap -- sh -c CMD``), so its
   daemons, and the ranks they start, are tasks of the job.
+- horovodrun (Gloo) runs here too; the ``ssh`` first on its PATH is that agent, so its
+  probe of each node and each rank it starts are tasks of the job (one step per rank).
 
 Each node's address is its ``NodeAddr`` (what kungfu-run's ``-H`` and torchrun's
 rendezvous need); the ranks find the profile's ``python``'s bin/ first on PATH
@@ -59,9 +61,9 @@ from lab.cluster.slurm.allocation import (
 )
 from lab.errors import LaunchError
 
-# launchers whose processes run on the nodes (one per rank or per node), and mpirun with
-# srun as its agent; horovodrun, TF's parameter servers and ps-lite are not wired yet
-LAUNCHERS_SUPPORTED = ("local", "torchrun", "mpi", "kungfu")
+# launchers whose processes run on the nodes (one per rank or per node), and mpirun and
+# horovodrun with srun in ssh's place; TF's parameter servers and ps-lite are not wired yet
+LAUNCHERS_SUPPORTED = ("local", "torchrun", "mpi", "kungfu", "horovod")
 CLIENTS = ("salloc", "srun", "scancel", "scontrol", "squeue")
 
 
