@@ -228,7 +228,7 @@ def test_launchers_not_wired_to_slurm_are_refused_before_any_job(
 ) -> None:
     from lab.errors import LaunchError
 
-    for launcher in ("horovod", "ps"):
+    for launcher in ("ps", "dmlc"):
         with pytest.raises(LaunchError, match=f"launcher '{launcher}' is not wired to Slurm"):
             launch(
                 ["python", "-c", "pass"],
