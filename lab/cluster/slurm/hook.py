@@ -5,9 +5,10 @@ A profile with a ``slurm`` section names no hosts: they are the nodes of a Slurm
 the lab itself runs inside an allocation (``SLURM_JOB_ID`` is set: ``salloc``, ``sbatch``
 or an interactive ``srun --pty``), the run uses it and leaves it alone. Otherwise it asks
 for one with ``salloc --no-shell`` named after the run, and cancels it (``scancel``) when
-the run ends, whatever way it ends, so nothing stays queued. While the job waits, the
-run's view says ``queued (reason: R)`` with squeue's reason; the manifest keeps the job id,
-its nodes, how long it waited and the reasons given.
+the run ends, whatever way it ends, so nothing stays queued; should the lab be killed
+(``kill -9``), a keeper process cancels the job (lab.cluster.slurm.keeper). While the job
+waits, the run's view says ``queued (reason: R)`` with squeue's reason; the manifest keeps
+the job id, its nodes, how long it waited and the reasons given.
 
 What runs where:
 
@@ -16,8 +17,8 @@ What runs where:
   -N1 -n1 --overlap -- argv``: srun places it on its node, carries the environment, and
   when the supervisor ends srun (Stop, a timeout, a failed rank) Slurm ends the task.
 - mpirun (``mpi``: Horovod's MPI controller, pair averaging) runs here with ``-H`` the
-  job's nodes and slots; it reaches each node through an agent in place of
-  ssh (lab.cluster.slurm.agent: ``srun --jobid J -w NODE --overlap -- sh -c CMD``), so its
+  job's nodes and slots; it reaches each node through an agent in ssh's place
+  (lab.cluster.slurm.agent: ``srun --jobid J -w NODE --overlap -- sh -c CMD``), so its
   daemons, and the ranks they start, are tasks of the job.
 - horovodrun (Gloo) runs here too; the ``ssh`` first on its PATH is that agent, so its
   probe of each node and each rank it starts are tasks of the job (one step per rank).
@@ -59,6 +60,7 @@ from lab.cluster.slurm.allocation import (
     node_addresses,
     tasks_per_node,
 )
+from lab.cluster.slurm.keeper import JobKeeper
 from lab.errors import LaunchError
 
 # launchers whose processes run on the nodes (one per rank or per node), and mpirun and
@@ -113,11 +115,17 @@ class SlurmHook(LaunchHook):
         slurm = cluster.slurm or {}
         given = os.environ.get("SLURM_JOB_ID")
         name = f"distlab-{uuid.uuid4().hex[:10]}"
+        keeper: JobKeeper | None = None
         if given:
             self.job_id, self.owned = given, False
         else:
+            keeper = JobKeeper.start(name)  # cancels the job should the lab be killed
             asked = time.monotonic()
-            self.job_id, self.reasons = allocate_job(slurm, name, self._say)
+            try:
+                self.job_id, self.reasons = allocate_job(slurm, name, self._say)
+            except BaseException:
+                keeper.release()
+                raise
             self.queued_seconds = time.monotonic() - asked
             self.owned = True
         try:
@@ -137,6 +145,8 @@ class SlurmHook(LaunchHook):
         finally:
             if self.owned:
                 cancel(self.job_id)
+            if keeper is not None:
+                keeper.release()
 
     def process(self, spec: ProcessSpec) -> ProcessSpec:
         """A process for a node, started here as one task of the job on that node; one for
