@@ -5,8 +5,9 @@ remote shell) through ``sh -c`` on NODE as a task of job JOB_ID, beside the job'
 steps. ssh's own options (horovodrun's ``-o StrictHostKeyChecking=no``, ``-p``, ``-i``)
 mean nothing to srun and are dropped. Ending the agent ends the task, as ending ssh
 would; but mpirun exits while its daemons are still saying goodbye, so the agent gives srun
-LINGER_SECONDS to end with its daemon before it passes a SIGTERM on (otherwise every
-finished run's log would end with Slurm's "STEP ... CANCELLED").
+LINGER_SECONDS to end with its daemon before it passes a SIGTERM on (otherwise a finished
+run's log would mostly end with Slurm's "STEP ... CANCELLED"; on a loaded machine the
+daemon may still take longer, and the line is then only noise).
 
 The job goes as ``--job=J``, one word: OpenMPI 5 splits the agent's string on spaces and
 drops a last word that does not start with ``-`` (seen with 5.0.11: ``agent a b 5`` ran
@@ -20,7 +21,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-LINGER_SECONDS = 1.0
+LINGER_SECONDS = 2.0  # under the supervisor's default grace (5 s) before SIGKILL
 
 
 def srun_argv(job_id: str, node: str, cwd: str | None = None) -> list[str]:
