@@ -126,6 +126,8 @@ def test_horovodrun_reaches_the_node_through_srun_in_sshs_place(
     (runner,) = m["processes"]
     argv = runner["argv"]
     assert argv[argv.index("-H") + 1] == f"{slurm.node}:2"
+    # the node's NodeAddr is a loopback address: no interface discovery, Gloo over lo
+    assert argv[argv.index("--network-interfaces") + 1] == "lo"
     # horovodrun's ssh is the run's own, which goes through srun into the job
     ssh = (Path(result.run_dir) / "bin" / "ssh").read_text()
     assert f"lab.cluster.slurm.agent --job={job}" in ssh
