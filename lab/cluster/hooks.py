@@ -8,6 +8,8 @@ the stages it needs; the base class does nothing at each of them:
 
 1. ``check(job, slots, launcher)``: before anything starts; raise ParameterError or
    LaunchError to refuse the run (nothing is created then);
+   ``waiting(say)``: where to say why the hosts are not up yet (a scheduler's queue:
+   ``say("queued (reason: Resources)")`` reaches the run's view before its ranks exist);
 2. ``hosts(cluster, launcher)``: a context that brings the hosts up and yields the cluster
    the ranks run on (an emulated cluster's namespaces), torn down after the run;
 3. ``process(spec)``: each process as it will be started (e.g. inside a namespace);
@@ -22,7 +24,7 @@ injector, a sampler) is made in ``attach`` and belongs to that run alone.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +57,9 @@ class LaunchHook:
         an emulated one is not up yet and its hosts have no addresses, so processes built
         here (``launcher.build(job, slots)``) tell which host runs what, and only with
         launchers that need no address to build."""
+
+    def waiting(self, say: Callable[[str], None]) -> None:
+        """Where to say, while ``hosts`` waits for them, why the hosts are not up yet."""
 
     def hosts(self, cluster: Cluster, launcher: Launcher) -> AbstractContextManager[Cluster]:
         """Bring the hosts up for the run and yield the cluster the ranks run on."""

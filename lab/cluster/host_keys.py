@@ -100,4 +100,27 @@ def write_ssh_wrapper(directory: Path, options: Sequence[str]) -> Path:
     return path
 
 
-__all__ = ["INSECURE", "STRICT", "refuse_weakening", "strict", "weakening", "write_ssh_wrapper"]
+def write_agent_wrapper(directory: Path, agent: Sequence[str]) -> Path:
+    """Write ``directory/ssh`` that runs ``agent`` with ssh's arguments: for hosts that are
+    reached by another program in ssh's place (a Slurm job's nodes: srun, through
+    lab.cluster.slurm.agent), no ssh connection is made at all. Returns the script's path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "ssh"
+    path.write_text(
+        "#!/bin/sh\n"
+        "# Written by distlab for one run: the hosts are reached without ssh.\n"
+        f'exec {shlex.join(agent)} "$@"\n'
+    )
+    path.chmod(0o700)
+    return path
+
+
+__all__ = [
+    "INSECURE",
+    "STRICT",
+    "refuse_weakening",
+    "strict",
+    "weakening",
+    "write_agent_wrapper",
+    "write_ssh_wrapper",
+]

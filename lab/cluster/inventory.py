@@ -288,7 +288,10 @@ def slurm_placeholders(
 ) -> list[Host]:
     """Stand-ins for the nodes a Slurm allocation will give (their names are known only
     then): ``nodes`` hosts of ``tasks_per_node`` slots, so ranks can be placed and counted
-    before the allocation; lab.cluster.slurm.allocation replaces them with the real ones."""
+    before the allocation; lab.cluster.slurm.hook replaces them with the real ones. A
+    profile that names no ``python`` runs the lab's own interpreter there, at the same
+    path: a Slurm cluster's nodes share the filesystem the lab runs from."""
+    python = python or sys.executable
     nodes = int(slurm.get("nodes", 1))
     per_node = int(slurm.get("tasks_per_node", 1))
     gpus = int(slurm.get("gpus_per_node", 0))

@@ -19,6 +19,7 @@ import dataclasses
 import logging
 import os
 import platform
+import shlex
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
@@ -27,10 +28,17 @@ from typing import Any
 
 from lab.cluster import rundir
 from lab.cluster.hooks import LaunchHook, attached
-from lab.cluster.host_keys import WRAPPER_DIR, strict, weakening, write_ssh_wrapper
+from lab.cluster.host_keys import (
+    WRAPPER_DIR,
+    strict,
+    weakening,
+    write_agent_wrapper,
+    write_ssh_wrapper,
+)
 from lab.cluster.inventory import Cluster, Slot, allocate, rank_python, resolve_cluster
 from lab.cluster.launchers import get_launcher
 from lab.cluster.launchers.base import Job, Launcher, ProcessSpec, RunObserver
+from lab.cluster.launchers.mpi import REMOTE_AGENT
 from lab.cluster.request import LaunchRequest, env_defaults
 from lab.cluster.secret_env import redact
 from lab.cluster.ssh import (
@@ -94,6 +102,8 @@ def run_request(
     if not (target.emulated or target.slurm):  # their hosts exist only once they are up
         check_hosts([s.host for s in slots], options=ssh_opts)
     observers = _observers(view)
+    for hook in hooks:
+        hook.waiting(lambda words: _say_pending(observers, words))
 
     with contextlib.ExitStack() as up_stack:
         up = target
@@ -211,9 +221,9 @@ def launch(
 def cluster_hooks(cluster: Cluster) -> list[LaunchHook]:
     """The hooks a cluster brings itself: an emulated one is brought up, run in and sampled
     by lab.cluster.emulation.hook.EmulationHook; a Slurm one's hosts are a Slurm job's
-    nodes, its ranks started through srun (lab.cluster.slurm.allocation.SlurmHook)."""
+    nodes, its ranks started through srun (lab.cluster.slurm.hook.SlurmHook)."""
     if cluster.slurm is not None:
-        from lab.cluster.slurm.allocation import SlurmHook
+        from lab.cluster.slurm.hook import SlurmHook
 
         return [SlurmHook()]
     if not cluster.emulated:
@@ -279,7 +289,12 @@ def placed_in(spec: ProcessSpec, cwd: str) -> ProcessSpec:
 def _ssh_wrapper(cluster: Cluster, run_dir: Path, config: str | None) -> Path:
     """``run_dir/bin/ssh`` (lab.cluster.host_keys): the engine's ssh with the run's
     ssh_config, the options of ``$DISTLAB_SSH_OPTIONS`` and of the cluster as up (an emulated
-    one's identity and known_hosts) and strict host-key checking; returns its directory."""
+    one's identity and known_hosts) and strict host-key checking; or, on a cluster whose
+    hosts another program reaches (``remote_agent``: a Slurm job's), that program; returns
+    its directory."""
+    agent = cluster.extra.get(REMOTE_AGENT)
+    if agent:  # the hosts are reached by another program (a Slurm job's: srun)
+        return write_agent_wrapper(run_dir / WRAPPER_DIR, shlex.split(str(agent))).parent
     opts = ssh_options(cluster)
     if config:
         opts, _ = split_config_option(opts)  # the generated config includes that file
@@ -307,6 +322,17 @@ def _processed(spec: ProcessSpec, hooks: Sequence[LaunchHook]) -> ProcessSpec:
     for hook in hooks:
         spec = hook.process(spec)
     return spec
+
+
+def _say_pending(observers: Sequence[RunObserver], words: str) -> None:
+    """Tell the observers that can hear it why the run has not started yet."""
+    for obs in observers:
+        pending = getattr(obs, "on_pending", None)
+        if callable(pending):
+            try:
+                pending(words)
+            except Exception:  # a view's trouble must not end a run that waits
+                log.exception("run view: on_pending failed")
 
 
 def _observers(view: str | RunObserver | None) -> list[RunObserver]:

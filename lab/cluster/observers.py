@@ -18,6 +18,12 @@ class FanOut:
         for obs in self.observers:
             obs.on_start(run_dir, ranks, control)
 
+    def on_pending(self, words: str) -> None:
+        for obs in self.observers:
+            pending = getattr(obs, "on_pending", None)
+            if callable(pending):
+                pending(words)
+
     def on_line(self, line: Line) -> None:
         for obs in self.observers:
             obs.on_line(line)

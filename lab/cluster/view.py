@@ -11,6 +11,7 @@ prints a throttled line.
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 import sys
@@ -74,6 +75,11 @@ class HeadlessProgress:
         out = self._stream or sys.stdout
         out.write(text + "\n")
         out.flush()
+
+    def on_pending(self, words: str) -> None:
+        """Print why the run waits, each time that changes (a Slurm job's queue)."""
+        self._tracker.pending(words)
+        self._print(status_text(self._tracker.snapshot()))
 
     def on_start(self, run_dir: str, ranks: Sequence[int], control: RunControl) -> None:
         self._tracker.start(run_dir, ranks)
@@ -155,15 +161,54 @@ class RunView:
         self.hosts: Any = None
         self.spark: Any = None
         self.box: Any = None
+        self.waiting: Any = None  # the status line while the run waits to start
+        self._waiting_handle: Any = None
         self._status_shown = ""
 
     # -- RunObserver ----------------------------------------------------------------------
+
+    def on_pending(self, words: str) -> None:
+        """The run waits to start (``words``: why, e.g. a Slurm job's "queued (reason:
+        Resources)"): a status line says so until the run starts, and then how long it
+        waited. Shown at once with ``display``; else ``box`` holds it for the owner."""
+        import ipywidgets as w
+
+        self._tracker.pending(words)
+        snap = self._tracker.snapshot()
+        if self.waiting is None:
+            self.waiting = w.HTML(status_html(snap))
+            if self._display:
+                from IPython.display import display
+
+                self._waiting_handle = display(
+                    self._waiting_bundle(snap), raw=True, display_id=True
+                )
+            else:
+                self.box = w.VBox([self.waiting])
+            return
+        self.waiting.value = status_html(snap)
+        if self._waiting_handle is not None:
+            self._waiting_handle.update(self._waiting_bundle(snap), raw=True)
+
+    def _waiting_bundle(self, snap: Snapshot) -> dict[str, Any]:
+        return {"text/html": status_html(snap), "text/plain": status_text(snap)}
+
+    def _waited(self) -> None:
+        """The run starts: the waiting line becomes how long it waited and why."""
+        snap = self._tracker.snapshot()
+        said = f"waited {snap.elapsed:.1f} s before starting: {snap.pending}"
+        self.waiting.value = f'<div style="color:#888">{html.escape(said)}</div>'
+        if self._waiting_handle is not None:
+            bundle = {"text/html": self.waiting.value, "text/plain": said}
+            self._waiting_handle.update(bundle, raw=True)
 
     def on_start(self, run_dir: str, ranks: Sequence[int], control: RunControl) -> None:
         import ipywidgets as w
 
         from lab.cluster.view_kernel import route_off_main_shell
 
+        if self.waiting is not None:
+            self._waited()
         self._control = control
         self._tracker.start(run_dir, ranks)
         self.status = w.HTML(status_html(self._tracker.snapshot()))
@@ -176,10 +221,15 @@ class RunView:
             self._add_tab(rank)
         self.hosts = w.HTML("")
         parts = [w.HBox([self.stop_button, self.status]), self.hosts]
+        if self.waiting is not None and not self._display:
+            parts.insert(0, self.waiting)
         if not self._display:
             self.spark = w.HTML(sparkline_svg(self._tracker.snapshot()))
             parts.append(self.spark)
-        self.box = w.VBox([*parts, self.tabs])
+        if self.box is not None:  # the waiting line's box, already placed by its owner
+            self.box.children = [*parts, self.tabs]
+        else:
+            self.box = w.VBox([*parts, self.tabs])
         if self._display:
             from IPython.display import display
 
@@ -315,8 +365,16 @@ class ShownIn:
         self.view = RunView(display=False)
 
     def on_start(self, run_dir: str, ranks: Sequence[int], control: Any) -> None:
+        shown = self.view.box is not None  # the waiting line's box, filled in now
         self.view.on_start(run_dir, ranks, control)
-        self.out.append_display_data(self.view.box)
+        if not shown:
+            self.out.append_display_data(self.view.box)
+
+    def on_pending(self, words: str) -> None:
+        shown = self.view.box is not None
+        self.view.on_pending(words)
+        if not shown:
+            self.out.append_display_data(self.view.box)
 
     def on_line(self, line: Any) -> None:
         self.view.on_line(line)

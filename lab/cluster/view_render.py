@@ -21,14 +21,19 @@ PLOT_PLACEHOLDER = {
     "text/html": f'<div style="height:{PLOT_HEIGHT}px"></div>',
     "text/plain": "(throughput plot)",
 }
-_STATE_COLOURS = {"running": "#1f77b4", "succeeded": "#2ca02c", "finished": "#2ca02c"}
+_STATE_COLOURS = {
+    "running": "#1f77b4",
+    "succeeded": "#2ca02c",
+    "finished": "#2ca02c",
+    "queued": "#888",  # waiting for a scheduler: neither trouble nor progress
+}
 _STOPPED_COLOUR = "#b26b00"  # a stop a person asked for: not an error, not a success
 _STATE_WORDS = {"timed_out": "timed out", "starting": "starting"}
 _TRACE_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2")
 
 
 def run_name(run_dir: str) -> str:
-    return Path(run_dir).name or str(run_dir)
+    return Path(run_dir).name or str(run_dir) or "not started"
 
 
 def rank_label(rank: int | None) -> str:
@@ -45,6 +50,8 @@ def state_words(state: object) -> str:
 def _headline(snap: Snapshot) -> str:
     """What the run is doing or how it ended, reason first when it did not succeed."""
     state = state_words(snap.state)
+    if snap.state == "queued":
+        return snap.pending or state
     if snap.state == "running" and snap.stopping:
         return f"stopping ({snap.stopping})"
     if snap.state == "cancelled":
@@ -87,7 +94,8 @@ def status_html(snap: Snapshot) -> str:
         f'<div class="distlab-status"><b style="color:{colour}">{html.escape(_headline(snap))}'
         f"</b> · {snap.elapsed:.1f} s · {snap.lines} lines"
         f"{' · ' + rates if rates else ''}{shown}"
-        f" · <code>{html.escape(str(snap.run_dir))}</code>{folded}</div>"
+        f"{' · <code>' + html.escape(str(snap.run_dir)) + '</code>' if snap.run_dir else ''}"
+        f"{folded}</div>"
     )
 
 

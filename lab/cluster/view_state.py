@@ -68,7 +68,8 @@ class Snapshot:
     was pressed (the engine's reaction to being ended, shown folded under the reason);
     ``series`` maps a rank to (elapsed seconds, samples/s) points; ``steps`` maps a rank
     to the (samples, seconds) of its step records so far. ``stopping`` is why the run was
-    asked to stop (empty if it was not), ``reason`` how it ended (the manifest's words).
+    asked to stop (empty if it was not), ``reason`` how it ended (the manifest's words),
+    ``pending`` why it waited before it started (a scheduler's words; state ``queued``).
     """
 
     run_dir: str
@@ -86,6 +87,7 @@ class Snapshot:
     steps: Mapping[int, tuple[float, float]] = field(default_factory=dict)
     stopping: str = ""
     reason: str = ""
+    pending: str = ""
 
     @property
     def throughput(self) -> float | None:
@@ -116,7 +118,17 @@ class RunTracker:
         self._steps: dict[int, tuple[float, float]] = {}
         self._stopping = ""
         self._reason = ""
+        self._pending = ""
         self.version = 0  # bumped on every change; views redraw when it moves
+
+    def pending(self, words: str) -> None:
+        """The run waits before it starts (``words``: why); the clock counts the wait."""
+        with self._lock:
+            if self.state != "queued":
+                self._t0 = time.monotonic()
+            self.state = "queued"
+            self._pending = words
+            self.version += 1
 
     def start(self, run_dir: str, ranks: Sequence[int]) -> None:
         """Begin the run: the clock starts and every rank gets an empty log."""
@@ -228,4 +240,5 @@ class RunTracker:
                 steps=dict(self._steps),
                 stopping=self._stopping,
                 reason=self._reason,
+                pending=self._pending,
             )

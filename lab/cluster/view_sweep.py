@@ -66,6 +66,11 @@ class _PointView:
     def __init__(self, sweep: SweepView, view: Any) -> None:
         self.sweep, self.view = sweep, view
 
+    def on_pending(self, words: str) -> None:
+        self.view.on_pending(words)
+        if self.view.box is not None:
+            self.sweep._show_current(self.view.box)
+
     def on_start(self, run_dir: str, ranks: Sequence[int], control: RunControl) -> None:
         self.view.on_start(run_dir, ranks, control)
         self.sweep._show_current(self.view.box)

@@ -1,4 +1,5 @@
-"""Fixtures for supervision tests: the fake rank, finding a run's processes, a real sshd.
+"""Fixtures for supervision tests: the fake rank, finding a run's processes, a real sshd,
+a real Slurm (lab.cluster.slurm.testbed).
 
 The sshd fixture needs root and Debian's OpenSSH server (``apt-get install -y
 openssh-server``; it provides /usr/sbin/sshd). It runs on a free loopback port with a
@@ -20,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -288,3 +290,29 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
                 s.kill()
         psutil.wait_procs(sessions, timeout=5)
         log.close()
+
+
+# -- a real Slurm on this machine ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def slurm() -> Iterator[Any]:
+    """A single-node Slurm for the module (lab.cluster.slurm.testbed), its clients pointed
+    at it through ``SLURM_CONF``; every daemon ends with the module, and no test may leave
+    a job queued."""
+    from lab.cluster.slurm.testbed import local_slurm, missing_programs
+
+    missing = missing_programs()
+    if missing:
+        pytest.skip(f"Slurm/munge not installed (missing {', '.join(missing)}; env/setup.sh)")
+    old = os.environ.get("SLURM_CONF")
+    with local_slurm(cpus=2) as bed:
+        os.environ["SLURM_CONF"] = str(bed.conf)
+        try:
+            yield bed
+        finally:
+            if old is None:
+                os.environ.pop("SLURM_CONF", None)
+            else:
+                os.environ["SLURM_CONF"] = old
+            assert bed.queue_within(10.0) == [], "a test left a job in the queue"

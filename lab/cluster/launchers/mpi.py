@@ -20,6 +20,10 @@ writes into the run directory (``Host`` blocks, then ``Include ~/.ssh/config``),
 OpenMPI's ssh agent as ``ssh -F <file>``; MPICH's Hydra takes no ssh arguments, so it
 refuses such hosts.
 
+A cluster whose ``extra`` names a ``remote_agent`` (a Slurm job's, lab.cluster.slurm.hook)
+is reached through that program in ssh's place (``agent HOST COMMAND``, OpenMPI's plm
+``ssh`` forced, so OpenMPI's own Slurm support does not take over inside an allocation).
+
 On an emulated cluster (lab.cluster.emulation) mpirun reaches each host by its bridge
 address through the sshd that runs inside it (``needs_ssh_to_hosts``), so every rank lands
 in its host's network namespace and cgroup. OpenMPI is given the cluster's ssh options
@@ -67,6 +71,7 @@ from lab.metrics.tags import OPENMPI_LINES, parse_mpich_tag, parse_openmpi_tag
 
 FLAVORS = ("openmpi", "mpich")
 FORWARDED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH")  # what ranks behind sshd need
+REMOTE_AGENT = "remote_agent"  # cluster.extra: a program taking ssh's place (HOST COMMAND)
 
 
 @functools.lru_cache(maxsize=8)
@@ -115,6 +120,16 @@ def openmpi_ssh_args(program: str, job: Job, slots: Sequence[Slot], env: dict) -
     ``--mca plm_rsh_agent``, but silently ignores ``--prtemca plm_rsh_agent``.
     """
     args: list[str] = []
+    agent = job.cluster.extra.get(REMOTE_AGENT) if job.cluster else None
+    if agent:  # a scheduler's way onto its nodes (lab.cluster.slurm.hook): no ssh at all
+        major = openmpi_major(program)
+        if major and major < 5:
+            args = ["--mca", "plm", "rsh", "--mca", "plm_rsh_agent", str(agent)]
+        else:
+            args = ["--prtemca", "plm", "ssh", "--prtemca", "plm_ssh_agent", str(agent)]
+        if job.options.get("prefix"):
+            args += ["--prefix", str(job.options["prefix"])]
+        return args
     opts = cluster_ssh_options(job)
     if any(not s.host.is_local for s in slots):  # host keys checked (lab.cluster.host_keys)
         insecure = bool(job.cluster and job.cluster.extra.get(INSECURE) is True)

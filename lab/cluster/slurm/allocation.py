@@ -1,39 +1,31 @@
-"""A run's hosts from Slurm: allocate (or join) a job, start every rank with ``srun``.
+"""Slurm's clients as the lab uses them: ask for a job (and say why it waits), read its
+nodes, cancel it.
 
-A profile with a ``slurm`` section names no hosts: they are the nodes of a Slurm job. When
-the lab itself runs inside an allocation (``SLURM_JOB_ID`` is set: ``salloc``, ``sbatch``
-or an interactive ``srun --pty``), the run uses it and leaves it alone. Otherwise it asks
-for one with ``salloc --no-shell`` named after the run, and cancels it (``scancel``) when
-the run ends, whatever way it ends, so nothing stays queued. Each process the launcher
-builds for a node is started here, on the lab's machine, as ``srun --jobid J -w NODE
--N1 -n1 --overlap -- argv``: srun places it on its node, carries the environment, and when
-the supervisor ends srun (Stop, a timeout, a failed rank) Slurm ends the task.
+Every call has a timeout, runs with the lab's environment (``SLURM_CONF`` and friends
+pass through) and reads Slurm's plain output formats (``squeue -o``, ``scontrol -o``),
+which have been stable across the Slurm versions clusters run.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import re
-import shutil
+import socket
 import subprocess
-import uuid
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable
 from typing import Any
 
-from lab.cluster.hooks import LaunchHook
-from lab.cluster.inventory import Cluster, Host, Slot
-from lab.cluster.launchers.base import Job, Launcher, ProcessSpec, launcher_host
 from lab.errors import LaunchError
 
-# per-rank launchers only: a launcher process (mpirun, horovodrun) would need srun as its
-# remote agent, which is not done yet
-LAUNCHERS_SUPPORTED = ("local",)
-CLIENTS = ("salloc", "srun", "scancel", "scontrol")
 ALLOC_SECONDS = 300.0  # how long salloc may wait for nodes before the run is refused
 CLIENT_SECONDS = 30.0
+CANCEL_SECONDS = 10.0  # how long a cancelled job may stay COMPLETING before the run ends
+POLL_SECONDS = 1.0  # how often squeue is asked why a job waits
 _GRANTED = re.compile(r"Granted job allocation (\d+)")
+
+Say = Callable[[str], None]  # where words about a waiting job go (the run's view)
 
 
 def slurm_env() -> dict[str, str]:
@@ -41,7 +33,8 @@ def slurm_env() -> dict[str, str]:
     return dict(os.environ)
 
 
-def _client(*argv: str, timeout: float = CLIENT_SECONDS) -> subprocess.CompletedProcess[str]:
+def client(*argv: str, timeout: float = CLIENT_SECONDS) -> subprocess.CompletedProcess[str]:
+    """One Slurm client command, its output captured."""
     return subprocess.run(
         argv, capture_output=True, text=True, timeout=timeout, env=slurm_env(), check=False
     )
@@ -63,50 +56,124 @@ def salloc_argv(slurm: dict[str, Any], name: str) -> list[str]:
     return argv
 
 
-def allocate_job(slurm: dict[str, Any], name: str) -> str:
-    """A new job's id; LaunchError with salloc's words when Slurm refuses, or gives no
-    nodes within the profile's ``wait`` seconds (ALLOC_SECONDS by default)."""
+def pending_reason(name: str) -> str | None:
+    """Why this user's job called ``name`` waits (squeue's REASON, e.g. ``Resources``,
+    ``Priority``), or None when it does not wait (not yet queued, running, gone)."""
+    with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+        out = client(
+            "squeue", "-h", f"--name={name}", f"--user={os.getuid()}", "-o", "%T|%r", timeout=10
+        ).stdout
+        for line in out.splitlines():
+            state, _, reason = line.partition("|")
+            if state.strip() == "PENDING":
+                return reason.strip() or "None"
+    return None
+
+
+def allocate_job(slurm: dict[str, Any], name: str, say: Say | None = None) -> tuple[str, list[str]]:
+    """A new job's id, and the reasons squeue gave while it waited (in order, each once).
+
+    While salloc waits, squeue is asked every POLL_SECONDS why, and ``say`` is told
+    ``"queued (reason: R)"`` whenever R changes.
+
+    Raises:
+        LaunchError: with salloc's words when Slurm refuses, or gives no nodes within
+            the profile's ``wait`` seconds (ALLOC_SECONDS by default). Nothing stays queued.
+    """
     argv = salloc_argv(slurm, name)
     wait = int(slurm.get("wait", ALLOC_SECONDS))
+    reasons: list[str] = []
+    proc = subprocess.Popen(
+        [*argv, f"--immediate={wait}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=slurm_env(),
+    )
+    deadline = time.monotonic() + wait + 30
     try:
-        done = _client(*argv, f"--immediate={wait}", timeout=wait + 30)
-    except subprocess.TimeoutExpired:
-        cancel_by_name(name)
-        raise LaunchError(f"{' '.join(argv)} got no nodes in {wait} s") from None
-    except BaseException:  # interrupted while waiting: the pending job must not stay queued
+        while True:
+            try:
+                out, err = proc.communicate(timeout=POLL_SECONDS)
+                break
+            except subprocess.TimeoutExpired:
+                if time.monotonic() > deadline:
+                    raise LaunchError(f"{' '.join(argv)} got no nodes in {wait} s") from None
+            reason = pending_reason(name)
+            if reason is not None and (not reasons or reasons[-1] != reason):
+                reasons.append(reason)
+                if say is not None:
+                    say(f"queued (reason: {reason})")
+    except BaseException:  # refused, or interrupted while waiting: nothing may stay queued
+        _end(proc)
         cancel_by_name(name)
         raise
-    found = _GRANTED.search(done.stderr + done.stdout)
-    if done.returncode != 0 or not found:
+    found = _GRANTED.search(err + out)
+    if proc.returncode != 0 or not found:
         cancel_by_name(name)
-        said = (done.stderr or done.stdout).strip()[-600:]
-        raise LaunchError(f"{' '.join(argv)} failed ({done.returncode}): {said}")
-    return found.group(1)
+        said = (err or out).strip()[-600:]
+        raise LaunchError(f"{' '.join(argv)} failed ({proc.returncode}): {said}")
+    return found.group(1), reasons
 
 
-def cancel(job_id: str) -> None:
-    """Cancel a job the lab allocated; a job already gone is fine."""
+def _end(proc: subprocess.Popen[str]) -> None:
+    """End a waiting salloc: SIGINT first (salloc withdraws its request), then kill."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(2)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
+def cancel(job_id: str, wait: float = CANCEL_SECONDS) -> None:
+    """Cancel a job the lab allocated and wait (up to ``wait`` seconds) until squeue no
+    longer lists it: while its node ends the tasks it stays COMPLETING, and a run is over
+    only when its job has left the queue. A job already gone is fine."""
     with contextlib.suppress(subprocess.TimeoutExpired, OSError):
-        _client("scancel", job_id)
+        client("scancel", job_id)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            listed = client("squeue", "-h", "-j", job_id, "-o", "%T", timeout=10)
+            if listed.returncode != 0 or not listed.stdout.strip():
+                return
+            time.sleep(0.1)
 
 
 def cancel_by_name(name: str) -> None:
     """Cancel any job of this run's name (an salloc that was ended while it waited)."""
     with contextlib.suppress(subprocess.TimeoutExpired, OSError):
-        _client("scancel", f"--name={name}", f"--user={os.getuid()}")
+        client("scancel", f"--name={name}", f"--user={os.getuid()}")
 
 
 def job_nodes(job_id: str) -> list[str]:
     """The node names of a job, expanded (``node[1-2]`` is node1, node2)."""
-    info = _client("scontrol", "show", "job", job_id, "--oneliner")
+    info = client("scontrol", "show", "job", job_id, "--oneliner")
     found = re.search(r"\bNodeList=(\S+)", info.stdout)
     if info.returncode != 0 or not found or found.group(1) == "(null)":
         raise LaunchError(f"scontrol show job {job_id}: no nodes ({info.stderr.strip()})")
-    names = _client("scontrol", "show", "hostnames", found.group(1))
+    names = client("scontrol", "show", "hostnames", found.group(1))
     nodes = names.stdout.split()
     if names.returncode != 0 or not nodes:
         raise LaunchError(f"scontrol show hostnames {found.group(1)}: {names.stderr.strip()}")
     return nodes
+
+
+def node_addresses(nodes: list[str]) -> dict[str, str]:
+    """Each node's IPv4 address, from its ``NodeAddr`` (resolved when it is a name): what
+    kungfu-run's ``-H`` and a rendezvous (torchrun's master) need. A node whose address
+    cannot be told is left out (its name is used as it is)."""
+    info = client("scontrol", "-o", "show", "node", ",".join(nodes))
+    found: dict[str, str] = {}
+    for line in info.stdout.splitlines():
+        name = re.search(r"\bNodeName=(\S+)", line)
+        addr = re.search(r"\bNodeAddr=(\S+)", line)
+        if name is None or addr is None or name.group(1) not in nodes:
+            continue
+        with contextlib.suppress(OSError):
+            found[name.group(1)] = socket.gethostbyname(addr.group(1))
+    return found
 
 
 def tasks_per_node(slurm: dict[str, Any]) -> int:
@@ -117,71 +184,13 @@ def tasks_per_node(slurm: dict[str, Any]) -> int:
     return int(slurm.get("tasks_per_node", 1))
 
 
-class SlurmHook(LaunchHook):
-    """Hosts from a Slurm job, ranks through ``srun`` (one hook per run: it holds the job)."""
-
-    def __init__(self) -> None:
-        self.job_id: str | None = None
-        self.nodes: list[str] = []
-        self.owned = False
-
-    def check(self, job: Job, slots: Sequence[Slot], launcher: Launcher) -> None:
-        if launcher.name not in LAUNCHERS_SUPPORTED:
-            raise LaunchError(
-                f"launcher {launcher.name!r} is not wired to Slurm yet; a slurm profile runs "
-                f"with launcher {', '.join(repr(n) for n in LAUNCHERS_SUPPORTED)}"
-            )
-        missing = [c for c in CLIENTS if shutil.which(c) is None]
-        if missing:
-            raise LaunchError(
-                f"a slurm profile needs Slurm's clients; missing: {', '.join(missing)} "
-                "(apt-get install slurm-client, or load your site's Slurm module)"
-            )
-
-    @contextlib.contextmanager
-    def hosts(self, cluster: Cluster, launcher: Launcher) -> Iterator[Cluster]:
-        slurm = cluster.slurm or {}
-        given = os.environ.get("SLURM_JOB_ID")
-        name = f"distlab-{uuid.uuid4().hex[:10]}"
-        self.job_id, self.owned = (given, False) if given else (allocate_job(slurm, name), True)
-        try:
-            self.nodes = job_nodes(self.job_id)
-            per_node = tasks_per_node(slurm)
-            gpus = int(slurm.get("gpus_per_node", 0))
-            template = cluster.hosts[0] if cluster.hosts else Host("node")
-            hosts = tuple(
-                dataclasses.replace(template, name=n, slots=per_node, gpus=gpus) for n in self.nodes
-            )
-            yield dataclasses.replace(cluster, hosts=hosts)
-        finally:
-            if self.owned:
-                cancel(self.job_id)
-
-    def process(self, spec: ProcessSpec) -> ProcessSpec:
-        """Start ``spec`` on its node as one task of the job (the supervisor runs srun here)."""
-        argv = [
-            "srun",
-            f"--jobid={self.job_id}",
-            f"--nodelist={spec.host.name}",
-            "--nodes=1",
-            "--ntasks=1",
-            "--overlap",
-            "--kill-on-bad-exit=1",
-            "--export=ALL",
-            "--quiet",
-        ]
-        if spec.cwd:
-            argv.append(f"--chdir={spec.cwd}")
-        return dataclasses.replace(spec, argv=(*argv, "--", *spec.argv), host=launcher_host())
-
-    def manifest(self) -> dict[str, Any]:
-        return {
-            "slurm": {
-                "job_id": self.job_id,
-                "nodes": list(self.nodes),
-                "allocated_by_run": self.owned,
-            }
-        }
-
-
-__all__ = ["SlurmHook", "allocate_job", "job_nodes", "salloc_argv"]
+__all__ = [
+    "allocate_job",
+    "cancel",
+    "cancel_by_name",
+    "job_nodes",
+    "node_addresses",
+    "pending_reason",
+    "salloc_argv",
+    "tasks_per_node",
+]

@@ -3,9 +3,12 @@
 Other programs share this machine, so nothing here touches /etc/slurm, the default munge
 socket or Slurm's default ports: munged gets its own key and socket, slurm.conf names its
 own cluster, ports (lab.cluster.ports), state, spool, logs and pid files, all under one
-temporary directory, and clients find it through ``SLURM_CONF``. One node: this machine
-under its own host name, with its CPUs (several slurmd on one machine would need Slurm
-built with multiple-slurmd support, which Debian's is not).
+temporary directory, and clients find it through ``SLURM_CONF``. One node, with this
+machine's CPUs (several slurmd on one machine would need Slurm built with multiple-slurmd
+support, which Debian's is not). The node has a name of its own (``NodeHostname`` is this
+machine, ``NodeAddr`` 127.0.0.1), not this machine's: the lab then treats it as the
+compute node it stands for, reached only through Slurm, as from a cluster's login node
+(mpirun's daemons start there through srun, not as local processes).
 """
 
 from __future__ import annotations
@@ -85,8 +88,9 @@ class LocalSlurm:
 
 
 def _conf(root: Path, name: str, node: str, cpus: int, ctld: int, slurmd: int) -> str:
+    here = socket.gethostname()
     return f"""ClusterName={name}
-SlurmctldHost={node}(127.0.0.1)
+SlurmctldHost={here}(127.0.0.1)
 SlurmctldPort={ctld}
 SlurmdPort={slurmd}
 SlurmUser=root
@@ -117,7 +121,7 @@ InactiveLimit=0
 SlurmctldTimeout=10
 SlurmdTimeout=10
 PlugStackConfig={root}/plugstack.conf
-NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN
+NodeName={node} NodeHostname={here} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN
 PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 """
 
@@ -130,7 +134,6 @@ def local_slurm(cpus: int | None = None) -> Iterator[LocalSlurm]:
     Raises:
         RuntimeError: a daemon did not come up within START_SECONDS (its log's tail said).
     """
-    node = socket.gethostname()
     cpus = cpus or os.cpu_count() or 1
     root = Path(tempfile.mkdtemp(prefix="distlab-slurm-"))
     procs: list[subprocess.Popen[bytes]] = []
@@ -157,6 +160,7 @@ def local_slurm(cpus: int | None = None) -> Iterator[LocalSlurm]:
         ctld, slurmd_port = port_block([Host("localhost")], 2), 0
         slurmd_port = ctld + 1
         name = f"dl{uuid.uuid4().hex[:8]}"
+        node = f"{name}n1"
         conf = root / "slurm.conf"
         conf.write_text(_conf(root, name, node, cpus, ctld, slurmd_port))
         env = {**os.environ, "SLURM_CONF": str(conf)}
