@@ -43,8 +43,12 @@ def client(*argv: str, timeout: float = CLIENT_SECONDS) -> subprocess.CompletedP
 
 
 def salloc_argv(slurm: dict[str, Any], name: str) -> list[str]:
-    """``salloc --no-shell`` asking for what the profile's ``slurm`` section says."""
-    argv = ["salloc", "--no-shell", f"--job-name={name}"]
+    """``salloc --no-shell`` asking for what the profile's ``slurm`` section says.
+
+    ``--no-kill``: a node that fails (or is taken DOWN: a revocation, lab.cluster.faults)
+    ends the tasks it ran, not the whole job; the lab sees those ranks end and fails the
+    run, unless a fault plan revoked them, and the other nodes go on."""
+    argv = ["salloc", "--no-shell", "--no-kill", f"--job-name={name}"]
     argv.append(f"--nodes={int(slurm.get('nodes', 1))}")
     argv.append(f"--ntasks-per-node={int(slurm.get('tasks_per_node', 1))}")
     for key, flag in (("partition", "--partition"), ("account", "--account"), ("time", "--time")):

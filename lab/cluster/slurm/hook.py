@@ -62,6 +62,7 @@ from lab.cluster.slurm.allocation import (
     tasks_per_node,
 )
 from lab.cluster.slurm.keeper import JobKeeper
+from lab.cluster.slurm.revoke import SLURM_JOB, SLURM_NODES
 from lab.errors import LaunchError
 
 # launchers whose processes run on the nodes (one per rank or per node), and mpirun and
@@ -144,7 +145,12 @@ class SlurmHook(LaunchHook):
                 )
                 for n in self.nodes
             )
-            extra = {**cluster.extra, REMOTE_AGENT: agent_command(self.job_id)}
+            extra = {
+                **cluster.extra,
+                REMOTE_AGENT: agent_command(self.job_id),
+                SLURM_JOB: self.job_id,  # a revocation through Slurm (lab.cluster.slurm.revoke)
+                SLURM_NODES: {h.name: n for h, n in zip(cluster.hosts, self.nodes, strict=False)},
+            }
             yield dataclasses.replace(cluster, hosts=hosts, extra=extra)
         finally:
             if self.owned:
