@@ -31,6 +31,21 @@ class LaunchError(LabError):
     """A job cannot be started: a launcher is missing, a host is unreachable, ..."""
 
 
+class StoppedWaiting(LabError):
+    """A run was stopped while it waited for its hosts (a Slurm job in the queue): nothing
+    had started, and what was asked for is withdrawn. Raised by the hook that waited; the
+    launch ends the run as cancelled (lab.cluster.waiting).
+
+    Args:
+        waiting: what the run was doing, in the view's words ("queued (reason: Resources)").
+        waited: seconds it had waited.
+    """
+
+    def __init__(self, waiting: str, waited: float) -> None:
+        self.waiting, self.waited = waiting, waited
+        super().__init__(f"stopped while {waiting}, after {waited:.1f} s")
+
+
 @dataclass(frozen=True)
 class RankFailure:
     """What one failed rank left behind.

@@ -37,6 +37,8 @@ class _State:
     standbys: list[tuple[Any, Path]] = field(default_factory=list)
     replacements: list[Any] = field(default_factory=list)  # cold ones, started by us
     replaced_at: float | None = None
+    restored_at: float | None = None  # a Slurm node taken DOWN, resumed
+    exited: bool = False  # every revoked process has ended ("revoked_exited")
     recovered: bool = False
 
 
@@ -51,6 +53,8 @@ class FaultInjector:
         self.info = emulation.get("hosts", {})
         self._full_start = emulation.get("startup", "full") == "full"
         self._cgroup_version = int(emulation.get("cgroup_version", 1))
+        self.slurm_job: str | None = cluster.extra.get("slurm_job")  # (lab.cluster.slurm.revoke)
+        self.slurm_nodes: dict[str, str] = dict(cluster.extra.get("slurm_nodes") or {})
         self._lifted: dict[str, float] = {}  # host -> its share, while a replacement starts
         self.states = [_State(r) for r in plan]
         self.run_dir: Path | None = None
@@ -108,6 +112,9 @@ class FaultInjector:
     def on_end(self, state: str, exit_code: int, rank_exit_codes: Any) -> None:
         for host in list(self._lifted):
             self._restore_share(host)
+        for s in self.states:  # a run never leaves a node DOWN, however it ended
+            if s.plan.via == "scontrol" and s.revoked_at is not None and s.restored_at is None:
+                self._resume(s, time.time())
 
     # -- the supervisor's ticker ----------------------------------------------------------
 
@@ -130,6 +137,10 @@ class FaultInjector:
                     self._revoke(sup, s, now)
             elif s.replaced_at is None and r.replace != "none" and now >= s.revoked_at + r.delay:
                 self._replace(sup, s, now)
+            elif r.via == "scontrol" and s.restored_at is None and now >= s.revoked_at + r.delay:
+                self._resume(s, now)
+            if s.revoked_at is not None and not s.exited:
+                self._exited(s)
         self._end_leftovers(sup)
 
     # -- acts -----------------------------------------------------------------------------
@@ -157,9 +168,18 @@ class FaultInjector:
         return [
             p
             for p in sup.processes()
-            if p.spec.host.name == host and p.code is None and not p.revoked
+            if self._runs_on(sup, p, host) and p.code is None and not p.revoked
             and id(p) not in standbys
         ]  # fmt: skip
+
+    def _runs_on(self, sup: Any, proc: Any, host: str) -> bool:
+        """Whether ``proc`` runs on ``host``: started there, or, in a Slurm job (srun runs
+        here, its task on the node), every rank it carries placed on that node."""
+        if proc.spec.host.name == host:
+            return True
+        node = self.slurm_nodes.get(host, host)
+        ranks = proc.spec.ranks
+        return bool(self.slurm_job and ranks) and all(sup.rank_hosts.get(r) == node for r in ranks)
 
     def _revoke(self, sup: Any, s: _State, now: float) -> None:
         from lab.cluster.emulation import revoke
@@ -172,6 +192,10 @@ class FaultInjector:
         for p in s.procs:
             sup.revoke(p)  # first: their exits must not end the run
         info = self.info.get(s.plan.host)
+        if s.plan.via is not None:
+            fields = self._revoke_in_slurm(s)
+            self._event("revoked", s.plan.host, now, ranks=ranks, killed=len(s.procs), **fields)
+            return
         if info:
             revoke.set_link(info["veth"], up=False)
             killed = revoke.kill_host(info["cgroup"], self.hosts[s.plan.host].namespace or "")
@@ -183,6 +207,43 @@ class FaultInjector:
                     p.popen.terminate()
             killed, link = len(s.procs), "unchanged (SSH host)"
         self._event("revoked", s.plan.host, now, ranks=ranks, killed=killed, link=link)
+
+    def _exited(self, s: _State) -> None:
+        """Once every revoked process has ended: when, and how long after the revocation
+        (how fast the host, or Slurm, took them down)."""
+        if any(p.code is None for p in s.procs):
+            return
+        s.exited = True
+        last = max((p.ended or time.time() for p in s.procs), default=s.revoked_at or 0.0)
+        since = round(last - (s.revoked_at or last), 3)
+        self._event("revoked_exited", s.plan.host, last, seconds_since_revoked=since)
+
+    def _revoke_in_slurm(self, s: _State) -> dict[str, Any]:
+        """Slurm takes the node away (lab.cluster.slurm.revoke); what the event records."""
+        from lab.cluster.slurm import revoke as slurm
+
+        node = self.slurm_nodes.get(s.plan.host, s.plan.host)
+        if s.plan.via == "scontrol":
+            run = self.run_dir.name if self.run_dir else "?"
+            slurm.take_down(node, f"distlab revoked it (run {run})")
+            return {"via": "scontrol", "node": node, "state": "DOWN"}
+        steps = slurm.steps_on(self.slurm_job or "", node)
+        slurm.cancel_steps(steps)
+        return {"via": "scancel", "node": node, "steps": steps}
+
+    def _resume(self, s: _State, now: float) -> None:
+        """A node taken DOWN comes back to its partition (not to the job)."""
+        from lab.cluster.slurm import revoke as slurm
+
+        s.restored_at = now
+        node = self.slurm_nodes.get(s.plan.host, s.plan.host)
+        try:
+            slurm.resume(node)
+        except Exception as e:  # said, never raised: the run's end must still be recorded
+            log.error("could not resume Slurm node %s: %s", node, e)
+            self._event("restore_failed", s.plan.host, now, node=node, error=str(e))
+            return
+        self._event("restored", s.plan.host, now, node=node)
 
     def _replace(self, sup: Any, s: _State, now: float) -> None:
         from lab.cluster.emulation import revoke

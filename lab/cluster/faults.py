@@ -9,7 +9,13 @@ host is revoked:
 - an emulated host loses its link (``ip link set <veth> down`` on the bridge side) and every
   process in its cgroup and namespace is SIGKILLed, with no warning, as a preemption;
 - an SSH host has its processes ended through their guards (its link is not touched: the
-  lab cannot take a remote machine's network down).
+  lab cannot take a remote machine's network down);
+- a node of a Slurm job (a slurm profile names its hosts ``slurm-node-1`` ... in the
+  job's node order) has them ended the same way, or, with ``via``, by Slurm
+  (lab.cluster.slurm.revoke): ``via="scontrol"`` takes the node DOWN (Slurm ends its tasks
+  and takes it out of the job; it is resumed after ``delay``, event ``restored``, so
+  ``replace`` is "none"), ``via="scancel"`` cancels the job's steps on it (it stays in the
+  job: a cold replacement starts there again).
 
 The supervisor is told first, so that the killed processes' exits neither fail nor end the
 run. Then, after ``delay`` seconds (the time a new server takes to be provisioned):
@@ -35,9 +41,11 @@ Events are records in the run directory, ``events.jsonl``: one JSON object per l
 schema of ``@lab`` event records (``kind: "event"``, ``event``, ``host``, ``time`` in epoch
 seconds, ``t`` in seconds since the processes started, ``step``: the step count then):
 ``revoked`` (with the ranks and the number of processes killed; its time is the moment
-the revocation began), ``replaced`` (cold or warm, when it began), ``recovered`` (the first
-step record of a revoked rank after the replacement, or of any rank when the revoked host
-printed none, e.g. a parameter server or a TF chief), ``standby_started``, and
+the revocation began), ``revoked_exited`` (every revoked process has ended; how long
+after), ``restored`` (a Slurm node resumed), ``replaced`` (cold or warm, when it began),
+``recovered`` (the first step record of a revoked rank after the replacement, or of any
+rank when the revoked host printed none, e.g. a parameter server or a TF chief),
+``standby_started``, and
 ``standby_unused`` / ``replacement_ended`` when the run's original processes have all ended
 well while a standby was never needed or a replacement still runs (it came too late to take
 part): it is ended with the run, and its exit fails nothing.
@@ -60,6 +68,7 @@ from lab.errors import ParameterError
 log = logging.getLogger(__name__)
 
 REPLACE = ("cold", "warm", "none")
+VIA = ("scontrol", "scancel")  # how Slurm takes a node away (lab.cluster.slurm.revoke)
 STANDBY_ENV = "DISTLAB_STANDBY"
 EVENTS_FILE = "events.jsonl"
 STANDBY_MODULES = ("lab.bench.synthetic",)  # workloads that honour DISTLAB_STANDBY
@@ -77,6 +86,9 @@ class Revocation:
         replace: "cold", "warm" or "none" (see the module docstring).
         delay: seconds from the revocation until the replacement comes up.
         spare: the emulated host a warm replacement waits on.
+        via: on a slurm profile, Slurm takes the node away: "scontrol" (node DOWN, then
+            resumed) or "scancel" (the job's steps on it); None: the lab ends the host's
+            processes.
     """
 
     host: str
@@ -85,6 +97,7 @@ class Revocation:
     replace: str = "cold"
     delay: float = 0.0
     spare: str | None = None
+    via: str | None = None
 
 
 def run_steps(command: Sequence[str], np: int) -> int | None:
@@ -150,7 +163,23 @@ def check_plan(
             raise ParameterError("delay", r.delay, "seconds >= 0")
         if r.replace == "warm":
             _check_warm(r, cluster, busy, command)
+        _check_via(r, cluster)
     return plan
+
+
+def _check_via(r: Revocation, cluster: Cluster) -> None:
+    if r.via is None:
+        return
+    if r.via not in VIA:
+        raise ParameterError("via", r.via, "None, " + ", ".join(VIA))
+    if cluster.slurm is None:
+        raise ParameterError("via", r.via, "None on a cluster that is not a Slurm job's")
+    if r.via == "scontrol" and r.replace != "none":
+        why = (
+            "none with via='scontrol': a node taken DOWN leaves the job (resumed, it goes "
+            "back to its partition); via='scancel' keeps it in the job for a cold replacement"
+        )
+        raise ParameterError("replace", r.replace, why)
 
 
 def _follows(earlier: Revocation, later: Revocation) -> bool:

@@ -8,8 +8,10 @@ the stages it needs; the base class does nothing at each of them:
 
 1. ``check(job, slots, launcher)``: before anything starts; raise ParameterError or
    LaunchError to refuse the run (nothing is created then);
-   ``waiting(say)``: where to say why the hosts are not up yet (a scheduler's queue:
-   ``say("queued (reason: Resources)")`` reaches the run's view before its ranks exist);
+   ``waiting(say, stop)``: where to say why the hosts are not up yet (a scheduler's
+   queue: ``say("queued (reason: Resources)")`` reaches the run's view before its ranks
+   exist), and the event that says the run was stopped meanwhile (the view's Stop:
+   withdraw what was asked for, raise lab.errors.StoppedWaiting; lab.cluster.waiting);
 2. ``hosts(cluster, launcher)``: a context that brings the hosts up and yields the cluster
    the ranks run on (an emulated cluster's namespaces), torn down after the run;
 3. ``process(spec)``: each process as it will be started (e.g. inside a namespace);
@@ -24,6 +26,7 @@ injector, a sampler) is made in ``attach`` and belongs to that run alone.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -58,8 +61,9 @@ class LaunchHook:
         here (``launcher.build(job, slots)``) tell which host runs what, and only with
         launchers that need no address to build."""
 
-    def waiting(self, say: Callable[[str], None]) -> None:
-        """Where to say, while ``hosts`` waits for them, why the hosts are not up yet."""
+    def waiting(self, say: Callable[[str], None], stop: threading.Event) -> None:
+        """Where to say, while ``hosts`` waits for them, why the hosts are not up yet; and
+        ``stop``, set when the run is stopped before they are (see the module docstring)."""
 
     def hosts(self, cluster: Cluster, launcher: Launcher) -> AbstractContextManager[Cluster]:
         """Bring the hosts up for the run and yield the cluster the ranks run on."""

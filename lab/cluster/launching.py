@@ -18,10 +18,9 @@ import contextlib
 import dataclasses
 import logging
 import os
-import platform
 import shlex
 import shutil
-import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,10 +36,9 @@ from lab.cluster.host_keys import (
 )
 from lab.cluster.inventory import Cluster, Slot, allocate, rank_python, resolve_cluster
 from lab.cluster.launchers import get_launcher
-from lab.cluster.launchers.base import Job, Launcher, ProcessSpec, RunObserver
+from lab.cluster.launchers.base import Job, Launcher, ProcessSpec, RunControl, RunObserver
 from lab.cluster.launchers.mpi import REMOTE_AGENT
-from lab.cluster.request import LaunchRequest, env_defaults
-from lab.cluster.secret_env import redact
+from lab.cluster.request import LaunchRequest
 from lab.cluster.ssh import (
     check_hosts,
     insecure_host_keys,
@@ -48,11 +46,10 @@ from lab.cluster.ssh import (
     ssh_options,
     write_ssh_config,
 )
+from lab.cluster.start_manifest import start_manifest
 from lab.cluster.supervisor import RunResult, RunState, Supervisor
-from lab.errors import LaunchError, ParameterError, RanksFailed
-from lab.metrics import rehearsal
-from lab.metrics.layout import EXECUTION_ENV
-from lab.metrics.machine import hardware_description
+from lab.cluster.waiting import PendingControl, end_waiting
+from lab.errors import LaunchError, ParameterError, RanksFailed, StoppedWaiting
 
 log = logging.getLogger(__name__)
 
@@ -102,61 +99,79 @@ def run_request(
     if not (target.emulated or target.slurm):  # their hosts exist only once they are up
         check_hosts([s.host for s in slots], options=ssh_opts)
     observers = _observers(view)
+    pending = PendingControl()  # Stop while the hosts are still coming (a queued job)
     for hook in hooks:
-        hook.waiting(lambda words: _say_pending(observers, words))
+        hook.waiting(lambda words: _say_pending(observers, words, pending), pending.stopped)
 
     with contextlib.ExitStack() as up_stack:
-        up = target
-        for hook in hooks:
-            up = up_stack.enter_context(hook.hosts(up, runner))
-        if up is not target:
-            job = dataclasses.replace(job, cluster=up)
-            slots = allocate(up, request.np)
-        run_dir = rundir.new_run_dir(request.experiment, request.results_root)
+        up, asked = target, time.monotonic()
         try:
-            job = _with_run_files(job, runner, run_dir, ssh_opts)
-            start = request.cwd or os.getcwd()
-            specs = [_processed(placed_in(s, start), hooks) for s in runner.build(job, slots)]
-        except BaseException:
-            shutil.rmtree(run_dir, ignore_errors=True)  # nothing ran: leave no run behind
-            raise
-        manifest = {
-            **_manifest_fields(job, request.launcher, up, slots),
-            "env_defaults": env_defaults(request.env),
-        }
-        if insecure:
-            manifest["ssh"] = insecure
-        plan = rehearsal.active()
-        if plan is not None:  # never a measurement (lab.metrics.rehearsal)
-            manifest["rehearsal"] = plan.to_dict()
-        for hook in hooks:
-            manifest.update(hook.manifest())
-        if job.secret_env:  # values as "<secret>" (lab.cluster.secret_env)
-            manifest = {**redact(manifest, request.secrets), "secret_env": sorted(job.secret_env)}
-        git = rundir.git_state_later()
-        try:
-            with attached(hooks, up, run_dir) as during:
-                supervisor = Supervisor(
-                    specs,
-                    runner,
-                    run_dir,
-                    timeout=request.timeout,
-                    observers=[*observers, *during.observers],
-                    tickers=during.tickers,
-                    grace=request.grace,
-                    ssh_options=ssh_opts,
-                    manifest=manifest,
-                    secrets=request.secrets,
-                    rank_hosts={s.rank: s.host.name for s in slots},
-                )
-                result = supervisor.run()
-        finally:
-            rundir.write_manifest(run_dir, git=git())
+            for hook in hooks:
+                up = up_stack.enter_context(hook.hosts(up, runner))
+            if pending.stopped.is_set():  # Stop came as the hosts came up
+                raise StoppedWaiting("starting", time.monotonic() - asked)
+        except StoppedWaiting as stopped:
+            up_stack.close()  # what the hooks hold is let go before the run is recorded
+            run_dir = rundir.new_run_dir(request.experiment, request.results_root)
+            manifest = start_manifest(request, job, target, slots, hooks, insecure)
+            result = end_waiting(stopped, pending, run_dir, manifest, observers)
+        else:
+            if up is not target:
+                job = dataclasses.replace(job, cluster=up)
+                slots = allocate(up, request.np)
+            result = _supervised(
+                request, job, runner, up, slots, hooks, observers, ssh_opts, insecure
+            )
     if check and not result.ok:
-        err = RanksFailed(list(result.failures), str(run_dir), result.reason, result.exit_code)
+        err = RanksFailed(
+            list(result.failures), str(result.run_dir), result.reason, result.exit_code
+        )
         err.result = result  # type: ignore[attr-defined]
         raise err
     return result
+
+
+def _supervised(
+    request: LaunchRequest,
+    job: Job,
+    runner: Launcher,
+    up: Cluster,
+    slots: Sequence[Slot],
+    hooks: Sequence[LaunchHook],
+    observers: Sequence[RunObserver],
+    ssh_opts: Sequence[str],
+    insecure: dict[str, Any] | None,
+) -> RunResult:
+    """The run on hosts that are up: its directory, its processes as the launcher and the
+    hooks build them, the supervisor; the manifest is written whatever happens."""
+    run_dir = rundir.new_run_dir(request.experiment, request.results_root)
+    try:
+        job = _with_run_files(job, runner, run_dir, ssh_opts)
+        start = request.cwd or os.getcwd()
+        specs = [_processed(placed_in(s, start), hooks) for s in runner.build(job, slots)]
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)  # nothing ran: leave no run behind
+        raise
+    manifest = start_manifest(request, job, up, slots, hooks, insecure)
+    git = rundir.git_state_later()
+    try:
+        with attached(hooks, up, run_dir) as during:
+            supervisor = Supervisor(
+                specs,
+                runner,
+                run_dir,
+                timeout=request.timeout,
+                observers=[*observers, *during.observers],
+                tickers=during.tickers,
+                grace=request.grace,
+                ssh_options=ssh_opts,
+                manifest=manifest,
+                secrets=request.secrets,
+                rank_hosts={s.rank: s.host.name for s in slots},
+            )
+            return supervisor.run()
+    finally:
+        rundir.write_manifest(run_dir, git=git())
 
 
 def launch(
@@ -324,13 +339,14 @@ def _processed(spec: ProcessSpec, hooks: Sequence[LaunchHook]) -> ProcessSpec:
     return spec
 
 
-def _say_pending(observers: Sequence[RunObserver], words: str) -> None:
-    """Tell the observers that can hear it why the run has not started yet."""
+def _say_pending(observers: Sequence[RunObserver], words: str, control: RunControl) -> None:
+    """Tell the observers that can hear it why the run has not started yet, and how to
+    stop it meanwhile (lab.cluster.waiting)."""
     for obs in observers:
         pending = getattr(obs, "on_pending", None)
         if callable(pending):
             try:
-                pending(words)
+                pending(words, control)
             except Exception:  # a view's trouble must not end a run that waits
                 log.exception("run view: on_pending failed")
 
@@ -347,30 +363,3 @@ def _observers(view: str | RunObserver | None) -> list[RunObserver]:
         return []
     made = make_view(view)
     return [made] if made is not None else []
-
-
-def _manifest_fields(job: Job, launcher: str, cluster: Cluster, slots: Sequence[Slot]) -> dict:
-    return {
-        "experiment": job.experiment,
-        "params": dict(job.params),
-        "launcher": launcher,
-        "options": dict(job.options),
-        "np": job.np,
-        "command": list(job.command),
-        "env": dict(job.env),
-        "cluster": {
-            "name": cluster.name,
-            "emulated": cluster.emulated,
-            "hosts": [dataclasses.asdict(h) for h in cluster.hosts],
-            "emulation": cluster.extra.get("emulation"),  # cgroups, links, fair settings
-        },
-        "slots": [{"rank": s.rank, "host": s.host.name, "local_rank": s.local_rank} for s in slots],
-        "launched_by": {
-            "argv": list(sys.argv),
-            "pid": os.getpid(),
-            "cwd": os.getcwd(),
-            "execution": os.environ.get(EXECUTION_ENV),  # the batch notebook run, if any
-        },
-        "versions": rundir.package_versions(),  # of the launching machine
-        "launched_on": {"host": platform.node(), "hardware": hardware_description()},
-    }

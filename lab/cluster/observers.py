@@ -18,11 +18,11 @@ class FanOut:
         for obs in self.observers:
             obs.on_start(run_dir, ranks, control)
 
-    def on_pending(self, words: str) -> None:
+    def on_pending(self, words: str, control: RunControl) -> None:
         for obs in self.observers:
             pending = getattr(obs, "on_pending", None)
             if callable(pending):
-                pending(words)
+                pending(words, control)
 
     def on_line(self, line: Line) -> None:
         for obs in self.observers:

@@ -76,7 +76,7 @@ class HeadlessProgress:
         out.write(text + "\n")
         out.flush()
 
-    def on_pending(self, words: str) -> None:
+    def on_pending(self, words: str, control: RunControl | None = None) -> None:
         """Print why the run waits, each time that changes (a Slurm job's queue)."""
         self._tracker.pending(words)
         self._print(status_text(self._tracker.snapshot()))
@@ -162,21 +162,34 @@ class RunView:
         self.spark: Any = None
         self.box: Any = None
         self.waiting: Any = None  # the status line while the run waits to start
+        self._waiting_row: Any = None  # the waiting line, and Stop beside it
         self._waiting_handle: Any = None
         self._status_shown = ""
 
     # -- RunObserver ----------------------------------------------------------------------
 
-    def on_pending(self, words: str) -> None:
+    def on_pending(self, words: str, control: RunControl | None = None) -> None:
         """The run waits to start (``words``: why, e.g. a Slurm job's "queued (reason:
         Resources)"): a status line says so until the run starts, and then how long it
-        waited. Shown at once with ``display``; else ``box`` holds it for the owner."""
+        waited; beside it, with ``control``, the Stop button, which ends the wait
+        (lab.cluster.waiting). Shown at once with ``display``; else ``box`` holds it for
+        the owner."""
         import ipywidgets as w
 
         self._tracker.pending(words)
+        if control is not None and self._control is None:
+            self._control = control
         snap = self._tracker.snapshot()
         if self.waiting is None:
             self.waiting = w.HTML(status_html(snap))
+            row = [self.waiting]
+            if self._control is not None:
+                from lab.cluster.view_kernel import route_off_main_shell
+
+                row.insert(0, self._new_stop_button())
+                # the launching cell blocks while the job waits: Stop's clicks go elsewhere
+                self._unroute = route_off_main_shell(self.stop_button)
+            self._waiting_row = w.HBox(row)
             if self._display:
                 from IPython.display import display
 
@@ -184,23 +197,43 @@ class RunView:
                     self._waiting_bundle(snap), raw=True, display_id=True
                 )
             else:
-                self.box = w.VBox([self.waiting])
+                self.box = w.VBox([self._waiting_row])
             return
         self.waiting.value = status_html(snap)
         if self._waiting_handle is not None:
             self._waiting_handle.update(self._waiting_bundle(snap), raw=True)
 
     def _waiting_bundle(self, snap: Snapshot) -> dict[str, Any]:
-        return {"text/html": status_html(snap), "text/plain": status_text(snap)}
+        """The waiting line (and its Stop) as a widget, with HTML and text for a saved
+        notebook."""
+        bundle = dict(self._waiting_row._repr_mimebundle_() or {})
+        bundle.update({"text/html": status_html(snap), "text/plain": status_text(snap)})
+        return bundle
 
-    def _waited(self) -> None:
-        """The run starts: the waiting line becomes how long it waited and why."""
+    def _waited(self, started: bool = True) -> None:
+        """The wait is over: the line says how long it was and why, once the run starts
+        (its Stop then moves to the running run's line); how the run ended, when it
+        ended before it started (stopped while queued)."""
         snap = self._tracker.snapshot()
         said = f"waited {snap.elapsed:.1f} s before starting: {snap.pending}"
-        self.waiting.value = f'<div style="color:#888">{html.escape(said)}</div>'
+        if started:
+            self.waiting.value = f'<div style="color:#888">{html.escape(said)}</div>'
+        else:
+            self.waiting.value, said = status_html(snap), status_text(snap)
+        self._waiting_row.children = [self.waiting]
         if self._waiting_handle is not None:
-            bundle = {"text/html": self.waiting.value, "text/plain": said}
-            self._waiting_handle.update(bundle, raw=True)
+            self._waiting_handle.update(
+                {"text/html": self.waiting.value, "text/plain": said}, raw=True
+            )
+
+    def _new_stop_button(self) -> Any:
+        import ipywidgets as w
+
+        self.stop_button = w.Button(
+            description="Stop", icon="stop", button_style="danger", tooltip="end every rank"
+        )
+        self.stop_button.on_click(self._on_stop)
+        return self.stop_button
 
     def on_start(self, run_dir: str, ranks: Sequence[int], control: RunControl) -> None:
         import ipywidgets as w
@@ -212,10 +245,8 @@ class RunView:
         self._control = control
         self._tracker.start(run_dir, ranks)
         self.status = w.HTML(status_html(self._tracker.snapshot()))
-        self.stop_button = w.Button(
-            description="Stop", icon="stop", button_style="danger", tooltip="end every rank"
-        )
-        self.stop_button.on_click(self._on_stop)
+        if self.stop_button is None:
+            self._new_stop_button()
         self.tabs = w.Tab()
         for rank in ranks:
             self._add_tab(rank)
@@ -237,7 +268,8 @@ class RunView:
             self._box_handle = display(self._box_bundle(snap), raw=True, display_id=True)
             self._plot_handle = display(plot_bundle(snap), raw=True, display_id=True)
         # The launching cell may block the main shell (a sweep); Stop's clicks go elsewhere.
-        self._unroute = route_off_main_shell(self.stop_button)
+        if self._unroute is None:
+            self._unroute = route_off_main_shell(self.stop_button)
         self._stop_event.clear()
         self._thread = threading.Thread(target=self._refresher, name="distlab-view", daemon=True)
         self._thread.start()
@@ -257,6 +289,8 @@ class RunView:
         if self.stop_button is not None:
             self.stop_button.disabled = True
             self.stop_button.layout.display = "none"  # the status says how the run ended
+        if self.status is None and self.waiting is not None:
+            self._waited(started=False)
         self.refresh(plot=True)
         if self._unroute is not None:
             self._unroute()
@@ -370,9 +404,9 @@ class ShownIn:
         if not shown:
             self.out.append_display_data(self.view.box)
 
-    def on_pending(self, words: str) -> None:
+    def on_pending(self, words: str, control: RunControl | None = None) -> None:
         shown = self.view.box is not None
-        self.view.on_pending(words)
+        self.view.on_pending(words, control)
         if not shown:
             self.out.append_display_data(self.view.box)
 

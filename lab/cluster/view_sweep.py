@@ -66,8 +66,8 @@ class _PointView:
     def __init__(self, sweep: SweepView, view: Any) -> None:
         self.sweep, self.view = sweep, view
 
-    def on_pending(self, words: str) -> None:
-        self.view.on_pending(words)
+    def on_pending(self, words: str, control: RunControl | None = None) -> None:
+        self.view.on_pending(words, control)
         if self.view.box is not None:
             self.sweep._show_current(self.view.box)
 

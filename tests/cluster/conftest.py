@@ -300,13 +300,23 @@ def slurm() -> Iterator[Any]:
     """A single-node Slurm for the module (lab.cluster.slurm.testbed), its clients pointed
     at it through ``SLURM_CONF``; every daemon ends with the module, and no test may leave
     a job queued."""
+    yield from _test_slurm(cpus=2, nodes=1)
+
+
+@pytest.fixture(scope="module")
+def slurm_two_nodes() -> Iterator[Any]:
+    """As ``slurm``, with two nodes of one CPU each (one slurmd per node)."""
+    yield from _test_slurm(cpus=1, nodes=2)
+
+
+def _test_slurm(cpus: int, nodes: int) -> Iterator[Any]:
     from lab.cluster.slurm.testbed import local_slurm, missing_programs
 
     missing = missing_programs()
     if missing:
         pytest.skip(f"Slurm/munge not installed (missing {', '.join(missing)}; env/setup.sh)")
     old = os.environ.get("SLURM_CONF")
-    with local_slurm(cpus=2) as bed:
+    with local_slurm(cpus=cpus, nodes=nodes) as bed:
         os.environ["SLURM_CONF"] = str(bed.conf)
         try:
             yield bed

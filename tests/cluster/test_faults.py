@@ -120,8 +120,11 @@ def test_revoked_host_is_gone_and_its_events_are_in_the_run(tmp_path: Path) -> N
     manifest = json.loads((run / "manifest.json").read_text())
     events = read_events(run)
     # the replacement started at full speed and got h2's share back at its first step
-    assert [e["event"] for e in events] == ["revoked", "replaced", "share_restored", "recovered"]
-    revoked, replaced, restored, recovered = events
+    assert [e["event"] for e in events] == [
+        "revoked", "revoked_exited", "replaced", "share_restored", "recovered"
+    ]  # fmt: skip
+    revoked, exited, replaced, restored, recovered = events
+    assert 0 <= exited["seconds_since_revoked"] < 0.5  # SIGKILL of the host's cgroup
     assert restored["cpu"] == 0.4 and replaced["t"] < restored["t"] <= recovered["t"]
     assert revoked["host"] == "h2" and revoked["ranks"] == [1] and revoked["killed"] >= 1
     assert revoked["link"] == "down" and 1.5 <= revoked["t"] < 5

@@ -219,6 +219,7 @@ def test_salloc_asks_for_what_the_profile_says() -> None:
         "--gres=gpu:4",
         "--exclusive",
         "--job-name=distlab-x",
+        "--no-kill",
     ):
         assert flag in argv
 

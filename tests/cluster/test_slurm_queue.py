@@ -30,7 +30,7 @@ class Waits:
         self.said: list[tuple[float, str]] = []
         self.started_at: float | None = None
 
-    def on_pending(self, words: str) -> None:
+    def on_pending(self, words: str, control=None) -> None:  # type: ignore[no-untyped-def]
         self.said.append((time.monotonic(), words))
         if len(self.said) == 1:
             self.release()
@@ -104,3 +104,84 @@ def test_the_status_line_of_a_queued_run() -> None:
     assert "queued (reason: Priority)" in status_html(snap) and "<code>" not in status_html(snap)
     tracker.start("/r/runs/x/20260101-000000-abc", [0, 1])
     assert tracker.snapshot().state == "running"
+
+
+class ClicksStop:
+    """Clicks the view's Stop once the run has waited ``after`` seconds in the queue."""
+
+    def __init__(self, view: RunView, after: float = 1.5) -> None:
+        self.view, self.after = view, after
+        self.first: float | None = None
+        self.clicked_at: float | None = None
+        self.ended: tuple[str, int] | None = None
+
+    def on_pending(self, words, control=None) -> None:  # type: ignore[no-untyped-def]
+        self.first = self.first or time.monotonic()
+        threading.Timer(self.after, self.click).start()
+
+    def click(self) -> None:
+        if self.clicked_at is None and self.view.stop_button is not None:
+            assert not self.view.stop_button.disabled
+            self.clicked_at = time.monotonic()
+            self.view.stop_button.click()
+
+    def on_start(self, run_dir, ranks, control) -> None:  # type: ignore[no-untyped-def]
+        raise AssertionError("the run started although its node was held")
+
+    def on_line(self, line) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+    def on_end(self, state, exit_code, rank_exit_codes) -> None:  # type: ignore[no-untyped-def]
+        self.ended = (state, exit_code)
+
+
+def test_stop_while_queued_cancels_the_waiting_job(
+    slurm: LocalSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job that cannot start (another allocation holds the node's CPUs): the view shows
+    Stop beside "queued (reason: Resources)"; Stop ends the run as cancelled and the job
+    leaves squeue within 5 s; the holder's job is untouched."""
+    from lab.errors import RanksFailed
+
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    profile = slurm_profile(tmp_path / "slurm-test.yaml", tasks_per_node=slurm.cpus)
+    held = slurm.run(
+        "salloc", "--no-shell", "-N1", f"-n{slurm.cpus}", "--time=00:02:00", "--job-name=holder"
+    )
+    assert "Granted job allocation" in held.stderr, held.stderr
+    holder = held.stderr.split("Granted job allocation")[1].split()[0]
+    view = RunView(display=False, refresh=0.05)
+    stopper = ClicksStop(view)
+    try:
+        with pytest.raises(RanksFailed) as failed:
+            launch(
+                ["python", "-c", RANK],
+                np=slurm.cpus,
+                cluster=str(profile),
+                view=FanOut(view, stopper),
+                timeout=60,
+                results_root=tmp_path / "results",
+            )
+        returned = time.monotonic()
+        left = slurm.queue()
+    finally:
+        slurm.run("scancel", holder)
+    assert stopper.clicked_at is not None, "the view never had a Stop while queued"
+    took = returned - stopper.clicked_at
+    assert took < 5.0, f"Stop took {took:.2f} s to end the queued run"
+    assert left == [holder], f"after Stop squeue still lists {left} (holder {holder})"
+    result = failed.value.result  # type: ignore[attr-defined]
+    assert result.state.value == "cancelled" and result.exit_code == 130
+    assert result.reason == "stopped from the view while queued (reason: Resources)"
+    assert stopper.ended == ("cancelled", 130)
+    assert "(cancelled)" in view.waiting.value and "stopped from the view" in view.waiting.value
+    assert view.stop_button.layout.display == "none"
+    manifest = json.loads((Path(result.run_dir) / "manifest.json").read_text())
+    assert manifest["state"] == "cancelled" and manifest["processes"] == []
+    assert manifest["slurm"]["job_id"] is None and manifest["slurm"]["pending_reasons"] == [
+        "Resources"
+    ]
+    assert manifest["slurm"]["queued_seconds"] >= 1.0
+    assert not list(Path(result.run_dir).glob("rank-*.log"))
+    print(f"Stop while queued: run ended {took:.2f} s after the click, queue empty of it")
+    assert slurm.queue_within(5.0) == []

@@ -337,8 +337,9 @@ class RunObserver(Protocol):
     ``on_end``: it must be cheap and never block (set widget values; never ``with
     out:``), since a reader waits once the observers fall far behind. An observer that
     also has ``on_lines(block: Lines)`` gets each block in one call instead, and one with
-    ``on_pending(words: str)`` hears, before ``on_start``, why the run waits (a Slurm
-    job's ``"queued (reason: Resources)"``), from the launching thread.
+    ``on_pending(words: str, control: RunControl)`` hears, before ``on_start``, why the run
+    waits (a Slurm job's ``"queued (reason: Resources)"``), from the launching thread, with
+    the control that stops it while it waits (lab.cluster.waiting).
     """
 
     def on_start(self, run_dir: str, ranks: Sequence[int], control: RunControl) -> None: ...

@@ -13,16 +13,18 @@ import os
 import re
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from lab.errors import LaunchError
+from lab.errors import LaunchError, StoppedWaiting
 
 ALLOC_SECONDS = 300.0  # how long salloc may wait for nodes before the run is refused
 CLIENT_SECONDS = 30.0
 CANCEL_SECONDS = 10.0  # how long a cancelled job may stay COMPLETING before the run ends
 POLL_SECONDS = 1.0  # how often squeue is asked why a job waits
+STOP_SECONDS = 0.2  # how often a waiting allocation looks at Stop (and at salloc's end)
 _GRANTED = re.compile(r"Granted job allocation (\d+)")
 
 Say = Callable[[str], None]  # where words about a waiting job go (the run's view)
@@ -41,8 +43,12 @@ def client(*argv: str, timeout: float = CLIENT_SECONDS) -> subprocess.CompletedP
 
 
 def salloc_argv(slurm: dict[str, Any], name: str) -> list[str]:
-    """``salloc --no-shell`` asking for what the profile's ``slurm`` section says."""
-    argv = ["salloc", "--no-shell", f"--job-name={name}"]
+    """``salloc --no-shell`` asking for what the profile's ``slurm`` section says.
+
+    ``--no-kill``: a node that fails (or is taken DOWN: a revocation, lab.cluster.faults)
+    ends the tasks it ran, not the whole job; the lab sees those ranks end and fails the
+    run, unless a fault plan revoked them, and the other nodes go on."""
+    argv = ["salloc", "--no-shell", "--no-kill", f"--job-name={name}"]
     argv.append(f"--nodes={int(slurm.get('nodes', 1))}")
     argv.append(f"--ntasks-per-node={int(slurm.get('tasks_per_node', 1))}")
     for key, flag in (("partition", "--partition"), ("account", "--account"), ("time", "--time")):
@@ -70,43 +76,60 @@ def pending_reason(name: str) -> str | None:
     return None
 
 
-def allocate_job(slurm: dict[str, Any], name: str, say: Say | None = None) -> tuple[str, list[str]]:
+def allocate_job(
+    slurm: dict[str, Any],
+    name: str,
+    say: Say | None = None,
+    stop: threading.Event | None = None,
+    reasons: list[str] | None = None,
+) -> tuple[str, list[str]]:
     """A new job's id, and the reasons squeue gave while it waited (in order, each once).
 
     While salloc waits, squeue is asked every POLL_SECONDS why, and ``say`` is told
-    ``"queued (reason: R)"`` whenever R changes.
+    ``"queued (reason: R)"`` whenever R changes; ``stop`` (the view's Stop while the job
+    waits) is looked at every STOP_SECONDS. ``reasons``, when given, is the list the
+    reasons are added to (it holds them also when the wait ends in an error).
 
     Raises:
         LaunchError: with salloc's words when Slurm refuses, or gives no nodes within
             the profile's ``wait`` seconds (ALLOC_SECONDS by default). Nothing stays queued.
+        StoppedWaiting: ``stop`` was set while the job waited; the request is withdrawn
+            and the job has left squeue (up to CANCEL_SECONDS) before this is raised.
     """
     argv = salloc_argv(slurm, name)
     wait = int(slurm.get("wait", ALLOC_SECONDS))
-    reasons: list[str] = []
+    reasons = [] if reasons is None else reasons
+    asked = time.monotonic()
     proc = subprocess.Popen(
         [*argv, f"--immediate={wait}"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=slurm_env(),
-    )
-    deadline = time.monotonic() + wait + 30
+    )  # salloc --no-shell says a few lines: its pipes cannot fill while it waits
+    deadline = asked + wait + 30
+    next_ask = 0.0
     try:
-        while True:
-            try:
-                out, err = proc.communicate(timeout=POLL_SECONDS)
-                break
-            except subprocess.TimeoutExpired:
-                if time.monotonic() > deadline:
-                    raise LaunchError(f"{' '.join(argv)} got no nodes in {wait} s") from None
-            reason = pending_reason(name)
-            if reason is not None and (not reasons or reasons[-1] != reason):
-                reasons.append(reason)
-                if say is not None:
-                    say(f"queued (reason: {reason})")
-    except BaseException:  # refused, or interrupted while waiting: nothing may stay queued
+        while proc.poll() is None:
+            now = time.monotonic()
+            if stop is not None and stop.is_set():
+                said = f"queued (reason: {reasons[-1]})" if reasons else "queued"
+                raise StoppedWaiting(said, now - asked)
+            if now > deadline:
+                raise LaunchError(f"{' '.join(argv)} got no nodes in {wait} s")
+            if now >= next_ask:
+                next_ask = now + POLL_SECONDS
+                reason = pending_reason(name)
+                if reason is not None and (not reasons or reasons[-1] != reason):
+                    reasons.append(reason)
+                    if say is not None:
+                        say(f"queued (reason: {reason})")
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=STOP_SECONDS)
+        out, err = proc.communicate(timeout=CLIENT_SECONDS)
+    except BaseException:  # refused, stopped or interrupted while waiting: nothing stays queued
         _end(proc)
-        cancel_by_name(name)
+        cancel_by_name(name, wait=CANCEL_SECONDS)
         raise
     found = _GRANTED.search(err + out)
     if proc.returncode != 0 or not found:
@@ -141,10 +164,19 @@ def cancel(job_id: str, wait: float = CANCEL_SECONDS) -> None:
             time.sleep(0.1)
 
 
-def cancel_by_name(name: str) -> None:
-    """Cancel any job of this run's name (an salloc that was ended while it waited)."""
+def cancel_by_name(name: str, wait: float = 0.0) -> bool:
+    """Cancel any job of this run's name (an salloc that was ended while it waited), and
+    wait up to ``wait`` seconds until squeue no longer lists one; whether none is listed
+    (True without looking when ``wait`` is 0)."""
     with contextlib.suppress(subprocess.TimeoutExpired, OSError):
         client("scancel", f"--name={name}", f"--user={os.getuid()}")
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            listed = client("squeue", "-h", f"--name={name}", f"--user={os.getuid()}", "-o", "%i")
+            if listed.returncode == 0 and not listed.stdout.strip():
+                return True
+            time.sleep(0.1)
+    return wait <= 0
 
 
 def job_nodes(job_id: str) -> list[str]:

@@ -35,6 +35,7 @@ import dataclasses
 import os
 import shutil
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -61,6 +62,7 @@ from lab.cluster.slurm.allocation import (
     tasks_per_node,
 )
 from lab.cluster.slurm.keeper import JobKeeper
+from lab.cluster.slurm.revoke import SLURM_JOB, SLURM_NODES
 from lab.errors import LaunchError
 
 # launchers whose processes run on the nodes (one per rank or per node), and mpirun and
@@ -86,10 +88,12 @@ class SlurmHook(LaunchHook):
         self.queued_seconds = 0.0
         self.reasons: list[str] = []  # squeue's, while the job waited
         self._say: Say | None = None
+        self._stop: threading.Event | None = None
 
-    def waiting(self, say: Say) -> None:
-        """Where "queued (reason: R)" goes while the job waits (the run's view)."""
-        self._say = say
+    def waiting(self, say: Say, stop: threading.Event) -> None:
+        """Where "queued (reason: R)" goes while the job waits (the run's view), and the
+        view's Stop meanwhile: the waiting job is cancelled (lab.cluster.waiting)."""
+        self._say, self._stop = say, stop
 
     def check(self, job: Job, slots: Sequence[Slot], launcher: Launcher) -> None:
         if launcher.name not in LAUNCHERS_SUPPORTED:
@@ -122,11 +126,12 @@ class SlurmHook(LaunchHook):
             keeper = JobKeeper.start(name)  # cancels the job should the lab be killed
             asked = time.monotonic()
             try:
-                self.job_id, self.reasons = allocate_job(slurm, name, self._say)
+                self.job_id, _ = allocate_job(slurm, name, self._say, self._stop, self.reasons)
             except BaseException:
                 keeper.release()
                 raise
-            self.queued_seconds = time.monotonic() - asked
+            finally:
+                self.queued_seconds = time.monotonic() - asked
             self.owned = True
         try:
             self.nodes = job_nodes(self.job_id)
@@ -140,7 +145,12 @@ class SlurmHook(LaunchHook):
                 )
                 for n in self.nodes
             )
-            extra = {**cluster.extra, REMOTE_AGENT: agent_command(self.job_id)}
+            extra = {
+                **cluster.extra,
+                REMOTE_AGENT: agent_command(self.job_id),
+                SLURM_JOB: self.job_id,  # a revocation through Slurm (lab.cluster.slurm.revoke)
+                SLURM_NODES: {h.name: n for h, n in zip(cluster.hosts, self.nodes, strict=False)},
+            }
             yield dataclasses.replace(cluster, hosts=hosts, extra=extra)
         finally:
             if self.owned:

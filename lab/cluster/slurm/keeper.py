@@ -117,7 +117,7 @@ def watch(owner: int) -> str:
 
 
 def main(argv: list[str]) -> int:
-    from lab.cluster.slurm.allocation import cancel_by_name, client
+    from lab.cluster.slurm.allocation import cancel_by_name
 
     logging.raiseExceptions = False  # stderr may be a dead lab's pipe: never fail on it
     logging.basicConfig(
@@ -129,12 +129,7 @@ def main(argv: list[str]) -> int:
     if not why:
         return 0
     began = time.monotonic()
-    cancel_by_name(name)
-    while time.monotonic() - began < GONE_S:
-        listed = client("squeue", "-h", f"--name={name}", f"--user={os.getuid()}", "-o", "%i")
-        if listed.returncode == 0 and not listed.stdout.strip():
-            break
-        time.sleep(0.1)
+    cancel_by_name(name, wait=GONE_S)
     log.info("%s: cancelled job %s in %.2f s", why, name, time.monotonic() - began)
     return 0
 

@@ -4,11 +4,15 @@ Other programs share this machine, so nothing here touches /etc/slurm, the defau
 socket or Slurm's default ports: munged gets its own key and socket, slurm.conf names its
 own cluster, ports (lab.cluster.ports), state, spool, logs and pid files, all under one
 temporary directory, and clients find it through ``SLURM_CONF``. One node, with this
-machine's CPUs (several slurmd on one machine would need Slurm built with multiple-slurmd
-support, which Debian's is not). The node has a name of its own (``NodeHostname`` is this
-machine, ``NodeAddr`` 127.0.0.1), not this machine's: the lab then treats it as the
-compute node it stands for, reached only through Slurm, as from a cluster's login node
-(mpirun's daemons start there through srun, not as local processes).
+machine's CPUs by default; or several, each a slurmd of its own started with ``-N NAME``
+and listening on a port of its own (the node's ``Port=``), its pid file, log and spool
+named after it (``%n``): Debian's Slurm is built without multiple-slurmd support, and
+these are the parts of it that work without. The nodes have names of their own
+(``NodeHostname`` is this machine, ``NodeAddr`` 127.0.0.1), not this machine's: the lab
+then treats each as the compute node it stands for, reached only through Slurm, as from a
+cluster's login node (mpirun's daemons start there through srun, not as local
+processes). All of them share this machine's CPUs and network, so several nodes test
+placement and faults (a node taken DOWN, lab.cluster.slurm.revoke), not speed.
 """
 
 from __future__ import annotations
@@ -53,8 +57,13 @@ class LocalSlurm:
     root: Path
     conf: Path
     cluster_name: str
-    node: str
-    cpus: int
+    nodes: tuple[str, ...]
+    cpus: int  # per node
+
+    @property
+    def node(self) -> str:
+        """The first node (the only one of a one-node Slurm)."""
+        return self.nodes[0]
 
     @property
     def env(self) -> dict[str, str]:
@@ -87,8 +96,16 @@ class LocalSlurm:
         return held
 
 
-def _conf(root: Path, name: str, node: str, cpus: int, ctld: int, slurmd: int) -> str:
+def _conf(root: Path, name: str, nodes: list[str], cpus: int, ctld: int, slurmd: int) -> str:
+    """slurm.conf for ``nodes``, the i-th node's slurmd on port ``slurmd + i``.
+    ReturnToService=1: a node that did not answer comes back by itself once it does, one
+    taken DOWN by an administrator (a revocation) only when it is resumed."""
     here = socket.gethostname()
+    lines = [
+        f"NodeName={n} NodeHostname={here} NodeAddr=127.0.0.1 Port={slurmd + i} CPUs={cpus} "
+        "State=UNKNOWN"
+        for i, n in enumerate(nodes)
+    ]
     return f"""ClusterName={name}
 SlurmctldHost={here}(127.0.0.1)
 SlurmctldPort={ctld}
@@ -101,9 +118,9 @@ CredType=cred/munge
 StateSaveLocation={root}/state
 SlurmdSpoolDir={root}/spool/%n
 SlurmctldPidFile={root}/slurmctld.pid
-SlurmdPidFile={root}/slurmd.pid
+SlurmdPidFile={root}/slurmd-%n.pid
 SlurmctldLogFile={root}/slurmctld.log
-SlurmdLogFile={root}/slurmd.log
+SlurmdLogFile={root}/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -114,22 +131,26 @@ JobCompType=jobcomp/none
 MpiDefault=none
 MailProg=/bin/true
 SlurmdParameters=config_overrides
-ReturnToService=2
+ReturnToService=1
 KillWait=1
 MinJobAge=2
 InactiveLimit=0
 SlurmctldTimeout=10
 SlurmdTimeout=10
 PlugStackConfig={root}/plugstack.conf
-NodeName={node} NodeHostname={here} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN
-PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+{chr(10).join(lines)}
+PartitionName=debug Nodes={",".join(nodes)} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 """
 
 
 @contextlib.contextmanager
-def local_slurm(cpus: int | None = None) -> Iterator[LocalSlurm]:
-    """Start munged, slurmctld and slurmd under a temporary directory; yield when ``sinfo``
-    shows the node idle; end every daemon (and the directory) after.
+def local_slurm(cpus: int | None = None, nodes: int = 1) -> Iterator[LocalSlurm]:
+    """Start munged, slurmctld and a slurmd per node under a temporary directory; yield
+    when ``sinfo`` shows every node idle; end every daemon (and the directory) after.
+
+    Args:
+        cpus: each node's CPUs (default: this machine's).
+        nodes: how many nodes (``<cluster>n1``, ``<cluster>n2`` ...), one partition.
 
     Raises:
         RuntimeError: a daemon did not come up within START_SECONDS (its log's tail said).
@@ -157,12 +178,11 @@ def local_slurm(cpus: int | None = None) -> Iterator[LocalSlurm]:
         ]
         procs.append(_start(munged, root / "munge.out"))
         _wait(lambda: (root / "munge" / "socket").exists(), "munged", root / "munge" / "log")
-        ctld, slurmd_port = port_block([Host("localhost")], 2), 0
-        slurmd_port = ctld + 1
+        ctld = port_block([Host("localhost")], 1 + nodes)
         name = f"dl{uuid.uuid4().hex[:8]}"
-        node = f"{name}n1"
+        names = [f"{name}n{i + 1}" for i in range(nodes)]
         conf = root / "slurm.conf"
-        conf.write_text(_conf(root, name, node, cpus, ctld, slurmd_port))
+        conf.write_text(_conf(root, name, names, cpus, ctld, ctld + 1))
         env = {**os.environ, "SLURM_CONF": str(conf)}
         procs.append(
             _start(
@@ -171,23 +191,24 @@ def local_slurm(cpus: int | None = None) -> Iterator[LocalSlurm]:
                 env,
             )
         )
-        procs.append(
-            _start(
-                [_which("slurmd") or "slurmd", "-D", "-f", str(conf), "-N", node],
-                root / "slurmd.out",
-                env,
+        for node in names:
+            procs.append(
+                _start(
+                    [_which("slurmd") or "slurmd", "-D", "-f", str(conf), "-N", node],
+                    root / f"slurmd-{node}.out",
+                    env,
+                )
             )
-        )
-        bed = LocalSlurm(root=root, conf=conf, cluster_name=name, node=node, cpus=cpus)
+        bed = LocalSlurm(root=root, conf=conf, cluster_name=name, nodes=tuple(names), cpus=cpus)
 
         def idle() -> bool:
             for p in procs:
                 if p.poll() is not None:
                     raise RuntimeError(f"{p.args[0]} exited with {p.returncode}: {_tail(root)}")
-            out = bed.run("sinfo", "-h", "-n", node, "-o", "%T", timeout=10).stdout
-            return out.strip() == "idle"
+            out = bed.run("sinfo", "-h", "-N", "-o", "%N %T", timeout=10).stdout.split()
+            return out[1::2] == ["idle"] * nodes
 
-        _wait(idle, "slurmd (node idle in sinfo)", root / "slurmd.log")
+        _wait(idle, "slurmd (nodes idle in sinfo)", root / f"slurmd-{names[-1]}.log")
         try:
             yield bed
         finally:
@@ -253,8 +274,6 @@ def _wait(ready, what: str, log: Path) -> None:  # type: ignore[no-untyped-def]
 
 def _tail(root: Path) -> str:
     parts = []
-    for name in ("slurmctld.log", "slurmd.log", "slurmctld.out", "slurmd.out"):
-        p = root / name
-        if p.exists():
-            parts.append(f"{name}: {p.read_text(errors='replace')[-800:]}")
+    for p in sorted(root.glob("slurm*.log")) + sorted(root.glob("slurm*.out")):
+        parts.append(f"{p.name}: {p.read_text(errors='replace')[-800:]}")
     return " | ".join(parts)
