@@ -14,6 +14,8 @@ from pathlib import Path
 
 OPS = "srcs/cpp/src/tensorflow/ops/*/*.cpp"
 PY = "srcs/python/kungfu"
+CONFIG_SERVER = "srcs/go/cmd/kungfu-run/app/builtin-config-server.go"
+KUNGFU_RUN = "srcs/go/cmd/kungfu-run/app/kungfu-run.go"
 
 # (why, glob of files, regex, replacement)
 RULES: tuple[tuple[str, str, str, str], ...] = (
@@ -124,6 +126,82 @@ RULES: tuple[tuple[str, str, str, str], ...] = (
         "srcs/go/plan/addr.go",
         r"fmt\.Sprintf\(`/tmp/kungfu-run-%d\.sock`, a\.Port\)",
         "fmt.Sprintf(`/tmp/kungfu-run-%s-%d.sock`, FormatIPv4(a.IPv4), a.Port)",
+    ),
+    # -- listeners: each on the address the lab gave it, not every interface ------------
+    (
+        "peers, and kungfu-run in watch mode, listened on 0.0.0.0:port whatever their self "
+        "spec said (ListenAddr(false)); bind the peer's own address instead (KUNGFU_SELF_SPEC's "
+        "host; kungfu-run's -self, -nic or 127.0.0.1), so a local job listens on loopback "
+        "only; an address that is not this host's own now fails at bind, loudly",
+        "srcs/go/rchannel/server/server.go",
+        r"\bself\.ListenAddr\(false\)",
+        "self.ListenAddr(true)",
+    ),
+    (
+        "the builtin config server (unauthenticated /config and /stop) listened on :port; "
+        "it takes the address to bind",
+        CONFIG_SERVER,
+        r'func runBuiltinConfigServer\(port int\) \{(\n.*\n)\taddr := net\.JoinHostPort\("", ',
+        r"func runBuiltinConfigServer(host string, port int) {\1\taddr := net.JoinHostPort(host, ",
+    ),
+    (
+        "a config server that cannot bind only logged it, and the peers then waited on a "
+        "URL nobody serves: end kungfu-run instead",
+        CONFIG_SERVER,
+        r'log\.Errorf\("config server stopped: %v", err\)',
+        'utils.ExitErr(fmt.Errorf("config server on %s: %v", addr, err))',
+    ),
+    (
+        "the address is the host of -config-server (where the peers read it), else the "
+        "runner's own",
+        CONFIG_SERVER,
+        r"(\nfunc logRequest\()",
+        "\n// builtinConfigHost is where the builtin config server binds: the host of the\n"
+        "// -config-server URL the peers read, else this runner's own address.\n"
+        "func builtinConfigHost(configServer string, self uint32) string {\n"
+        "\tif u, err := url.Parse(configServer); err == nil && u.Hostname() != \"\" {\n"
+        "\t\treturn u.Hostname()\n\t}\n\treturn plan.FormatIPv4(self)\n}\n\\1",
+    ),
+    (
+        "the packages that needs",
+        CONFIG_SERVER,
+        r'\t"context"\n\t"net"\n\t"net/http"\n\t"strconv"\n(\n.*\n.*/go/log"\n)',
+        '\t"context"\n\t"fmt"\n\t"net"\n\t"net/http"\n\t"net/url"\n\t"strconv"\n\\1'
+        '\t"github.com/lsds/KungFu/srcs/go/plan"\n\t"github.com/lsds/KungFu/srcs/go/utils"\n',
+    ),
+    (
+        "kungfu-run started the config server before it knew its own address: start it "
+        "once -self/-nic are resolved",
+        KUNGFU_RUN,
+        r"\tif f\.BuiltinConfigPort > 0 \{\n\t\tgo runBuiltinConfigServer\(f\.BuiltinConfigPort\)\n\t\}\n",
+        "",
+    ),
+    (
+        "(there)",
+        KUNGFU_RUN,
+        r'(\tlog\.Debugf\("Using self=%s", plan\.FormatIPv4\(localhostIPv4\)\)\n)',
+        "\\1\tif f.BuiltinConfigPort > 0 {\n\t\tgo runBuiltinConfigServer("
+        "builtinConfigHost(f.ConfigServer, localhostIPv4), f.BuiltinConfigPort)\n\t}\n",
+    ),
+    (
+        "with monitoring, each peer's metrics server listened on 0.0.0.0:port+10000 (its "
+        "log already names http://<self>:port+10000/metrics): bind the peer's own address",
+        "srcs/go/monitor/server.go",
+        r'func StartServer\(port int\) \{\n\taddr := net\.JoinHostPort\("0\.0\.0\.0", ',
+        "func StartServer(host string, port int) {\n\taddr := net.JoinHostPort(host, ",
+    ),
+    (
+        "(its caller)",
+        "srcs/go/kungfu/peer/peer.go",
+        r"\bmonitor\.StartServer\(int\(monitoringPort\)\)",
+        "monitor.StartServer(plan.FormatIPv4(p.self.IPv4), int(monitoringPort))",
+    ),
+    (
+        "kungfu-run's -debug-port server listened on every interface though its log names "
+        "http://127.0.0.1:port/: bind it there",
+        "srcs/go/kungfu/runner/watch.go",
+        r'net\.JoinHostPort\("", strconv\.Itoa\(debugPort\)\)',
+        'net.JoinHostPort("127.0.0.1", strconv.Itoa(debugPort))',
     ),
 )
 

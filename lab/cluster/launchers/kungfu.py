@@ -11,11 +11,14 @@ Peers are numbered as KungFu numbers them: hosts in ``-H`` order, ports from the
 slot order. Each job gets its own ``-port-range``, ``-port`` (the runner) and config port,
 a free block from lab.cluster.ports, unless options name them.
 
-Listeners: KungFu b1e1768 cannot be told an address to listen on. Its peers bind
-``0.0.0.0:port`` whatever ``-self``/``-nic`` say (srcs/go/plan/id.go ``ListenAddr(false)``),
-as do the runner in watch mode, the builtin config server (``:port``, unauthenticated
-``/config`` and ``/stop``) and, with monitoring, each peer's metrics server (port + 10000).
-The lab keeps them off fixed ports; on a shared network only a firewall narrows them.
+Listeners: upstream KungFu b1e1768 binds ``0.0.0.0:port`` for its peers whatever
+``-self``/``-nic`` say (srcs/go/plan/id.go ``ListenAddr(false)``), as do the runner in watch
+mode, the builtin config server (unauthenticated ``/config`` and ``/stop``) and, with
+monitoring, each peer's metrics server (port + 10000). The lab's build binds each to the
+address it was given (env/kungfu-patches/apply.py): a peer and its metrics server to its
+self spec's IP, a runner to its ``-self``/``-nic`` address (127.0.0.1 when neither), the
+config server to the host of ``-config-server``; so a local job listens on loopback only,
+and a host's ``-H`` address must be one of its own. Ports are the job's own free block.
 One fixed port remains: in elastic mode a peer that a resize adds on a host that had none
 takes 10000 upward (KungFu's ``growOne``), so two elastic jobs growing onto one empty host
 at once can still collide there.
