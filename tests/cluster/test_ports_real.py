@@ -1,6 +1,8 @@
 """Two jobs of one engine at once on this machine both succeed (each takes its own free
-ports); a local Horovod job's listeners are all on the loopback address, KungFu's and TF's
-(which bind every interface) only on the job's own ports."""
+ports); a local Horovod or KungFu job's listeners are all on the loopback address (KungFu's
+peers, runners, config server and metrics servers through the lab's build,
+env/kungfu-patches/apply.py), a parameter-server job's (TF's gRPC servers bind every
+interface) only on the job's own ports."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import pytest
 
 from lab.cluster import launch
 from lab.cluster.launchers.base import find_program
+from lab.cluster.launchers.kungfu import MONITORING_PORT_OFFSET
 from lab.cluster.ports import HIGH, LOW
 
 pytestmark = pytest.mark.slow
@@ -39,14 +42,33 @@ def needs(engine: str) -> None:
         pytest.skip("Horovod is not built here")
 
 
-def run(engine: str, tmp_path: Path, env: dict[str, str] | None = None) -> Any:
+# A KungFu job that starts everything KungFu can listen with: kungfu-run in watch mode on
+# its runner port, the builtin config server, peers with metrics servers (port + 10000),
+# and a peer a resize adds.
+RESIZE = ["--steps", "6", "--warmup-steps", "1", "--schedule", "2:2,4:1"]
+ELASTIC = (
+    ["-m", "lab.bench.kungfu_elastic", *TINY, *RESIZE],
+    {"elastic": True, "max_np": 2, "monitoring": True},
+)
+
+
+def run(
+    engine: str,
+    tmp_path: Path,
+    env: dict[str, str] | None = None,
+    job: tuple[list[str], dict[str, Any]] | None = None,
+) -> Any:
+    """Run a tiny two-rank job of ``engine`` (``job``: other arguments after ``python``
+    and launcher options, starting at one rank)."""
     backend, launcher, _ = ENGINES[engine]
+    argv, options = job or (["-m", "lab.bench.synthetic", *backend, *TINY, *STEPS], {})
     return launch(
-        ["python", "-m", "lab.bench.synthetic", *backend, *TINY, *STEPS],
-        np=2,
+        ["python", *argv],
+        np=1 if job else 2,
         launcher=launcher,
         hosts="localhost:2",
         env=env or {},
+        options=options,
         timeout=240,
         results_root=tmp_path,
         view=None,
@@ -87,7 +109,9 @@ def listeners(pids: set[int]) -> set[str]:
     return found
 
 
-def run_watched(engine: str, tmp_path: Path) -> tuple[Any, set[str]]:
+def run_watched(
+    engine: str, tmp_path: Path, job: tuple[list[str], dict[str, Any]] | None = None
+) -> tuple[Any, set[str]]:
     """Run a tiny job of ``engine``; return its result and every listening address
     (``ip:port``) its processes held while it ran."""
     needs(engine)
@@ -103,7 +127,7 @@ def run_watched(engine: str, tmp_path: Path) -> tuple[Any, set[str]]:
     watcher = threading.Thread(target=watch)
     watcher.start()
     try:
-        result = run(engine, tmp_path, env=dict([mark.split("=")]))
+        result = run(engine, tmp_path, env=dict([mark.split("=")]), job=job)
     finally:
         done.set()
         watcher.join(timeout=30)
@@ -135,8 +159,8 @@ def test_a_local_horovod_jobs_listeners_are_all_on_loopback(tmp_path, probe):
 
 @pytest.mark.parametrize("engine", ["kungfu", "ps"])
 def test_kungfu_and_ps_jobs_listen_only_on_their_own_free_ports(engine, tmp_path, probe):
-    """Their engines bind every interface (KungFu's ListenAddr(false), TF's gRPC servers),
-    which the lab cannot change; what it does choose is the ports: the job's own block."""
+    """The ports are the job's own block (TF's gRPC servers bind every interface, which
+    the lab cannot change; there the ports are what the lab chooses)."""
     result, seen = run_watched(engine, tmp_path)
     ports = job_ports(result.run_dir, engine)
     assert all(LOW <= p < HIGH for p in ports)
@@ -144,12 +168,29 @@ def test_kungfu_and_ps_jobs_listen_only_on_their_own_free_ports(engine, tmp_path
     probe.assert_nothing_left(result.run_dir)
 
 
-@pytest.mark.xfail(
+TF_BINDS_ALL = pytest.mark.xfail(
     strict=True,
-    reason="KungFu b1e1768 and TF's gRPC servers listen on every interface, with no option "
-    "to name an address (lab/cluster/launchers/kungfu.py, README 'What the lab trusts')",
+    reason="TF's GrpcServer binds 0.0.0.0:port for every task of a parameter-server job, "
+    "with no option to name an address (README 'What the lab trusts')",
 )
-@pytest.mark.parametrize("engine", ["kungfu", "ps"])
-def test_kungfu_and_ps_jobs_listeners_on_loopback(engine, tmp_path):
-    _, seen = run_watched(engine, tmp_path)
+
+
+@pytest.mark.parametrize("engine", ["kungfu", pytest.param("ps", marks=TF_BINDS_ALL)])
+def test_kungfu_and_ps_jobs_listeners_on_loopback(engine, tmp_path, probe):
+    result, seen = run_watched(engine, tmp_path)
     assert {a for a in seen if not a.startswith("127.0.0.1:")} == set()
+    probe.assert_nothing_left(result.run_dir)
+
+
+def test_an_elastic_kungfu_jobs_listeners_are_all_on_loopback(tmp_path, probe):
+    """Watch-mode runners, the builtin config server, the metrics servers and a peer a
+    resize adds each listen on 127.0.0.1 too, and each one of them was seen."""
+    result, seen = run_watched("kungfu", tmp_path, job=ELASTIC)
+    assert {a for a in seen if not a.startswith("127.0.0.1:")} == set()
+    argv = json.loads((result.run_dir / "manifest.json").read_text())["processes"][0]["argv"]
+    runner, config = (int(argv[argv.index(f) + 1]) for f in ("-port", "-builtin-config-port"))
+    begin = int(argv[argv.index("-port-range") + 1].split("-")[0])
+    peers = {begin, begin + 1}  # the starting peer and the one the resize added
+    want = {runner, config, *peers, *(p + MONITORING_PORT_OFFSET for p in peers)}
+    assert {port_of(a) for a in seen} == want, seen
+    probe.assert_nothing_left(result.run_dir)
