@@ -176,11 +176,11 @@ def test_elastic_resize_one_two_one(probe, tmp_path):
 
 def test_elastic_resize_on_a_timed_schedule(probe, tmp_path):
     """Fig 7's run: rank 0 plays seconds-since-first-step and every peer follows it. The
-    shrink comes 10 s after the grow: on a loaded 2-core machine a grow took 4-7 s, which
-    left 7 s too little for steps at the new size."""
+    shrink comes 18 s after the grow: on a 2-core machine a grow took 4-7 s quiet and 10-37 s
+    at load 8-12 (the new peer's TensorFlow import), and 10 s left no step at the new size."""
     argv = ["-m", "lab.bench.kungfu_elastic", *SMALL, "--steps", "100000", "--warmup-steps", "0"]
     _, recs = run_kungfu(
-        probe, tmp_path, [*argv, "--timed-schedule", "0:1,2:2,12:1,14:stop"], 1,
+        probe, tmp_path, [*argv, "--timed-schedule", "0:1,2:2,20:1,22:stop"], 1,
         elastic=True, max_np=2,
     )  # fmt: skip
     asks = [r["slots"] for r in recs if r.get("name") == "discovery"]
@@ -190,7 +190,7 @@ def test_elastic_resize_on_a_timed_schedule(probe, tmp_path):
     assert all(x["latency"] is not None and x["latency"] > 0 for x in latencies)
     last = max(r["time"] for r in recs if r["kind"] == "step")
     first = min(r["time"] for r in recs if r["kind"] == "step")
-    assert 12 <= last - first < 33  # stopped by the schedule, not by --steps
+    assert 20 <= last - first < 45  # stopped by the schedule, not by --steps
 
 
 @pytest.mark.root
