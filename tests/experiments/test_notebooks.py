@@ -7,6 +7,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from notebook_lean import LEAN
 
 from lab.experiments.notebooks import (
     NOTEBOOK_DIR,
@@ -52,11 +53,23 @@ def test_figure_notebooks_conclude() -> None:
     assert [nb.name for nb in rooms if not _concludes(nb)] == []
 
 
+def test_lean_overrides_name_notebooks_and_their_parameters() -> None:
+    """Every LEAN entry is a notebook here and sets only its parameters-cell names."""
+    by_name = {str(nb.relative_to(NOTEBOOK_DIR)): nb for nb in NOTEBOOKS}
+    assert set(LEAN) <= set(by_name), sorted(set(LEAN) - set(by_name))
+    for name, overrides in LEAN.items():
+        unknown = set(overrides) - set(parameter_names(by_name[name]))
+        assert not unknown, f"{name}: no parameters {sorted(unknown)}"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: str(p.relative_to(NOTEBOOK_DIR)))
 def test_notebook_runs_at_smoke_scale(nb: Path, tmp_path: Path, _isolated_results: Path) -> None:
+    """Every cell, system and figure of the notebook, at smoke scale cut to LEAN's overrides
+    (notebook_lean.py: make run keeps the whole smoke scale and its statistics)."""
     out = tmp_path / nb.name
-    result = run_notebook(nb, out, {"scale": "smoke"})  # each notebook's own smoke cluster
+    lean = LEAN.get(str(nb.relative_to(NOTEBOOK_DIR)), {})
+    result = run_notebook(nb, out, {"scale": "smoke", **lean})  # its own smoke cluster
     assert result.ok, f"{nb.name} failed: {result.error} (executed copy: {out})"
     executed = nbformat.read(out, as_version=4)
     errors = [
