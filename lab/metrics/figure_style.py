@@ -244,7 +244,7 @@ def style(
     _drop_notes(fig)
     if title is not None:
         fig.update_layout(title_text=title)
-    asked = (fig, caption, sources, fig.layout.title.text, width, legend)
+    before = fig.layout.to_plotly_json()  # what a taller second pass starts from
     fig.update_layout(
         template="plotly_white", width=width, height=height, font={"size": FONT}, autosize=False
     )
@@ -335,9 +335,9 @@ def style(
     fig.update_layout(margin={"l": left, "r": right, "t": math.ceil(top), "b": bottom + EDGE})
     around = math.ceil(top) + bottom + EDGE
     if around > (1 - MIN_PLOT_SHARE) * height:  # a long legend or caption: a taller image
-        fig, caption, sources, title, width, legend = asked
+        fig.layout = before  # unwrapped ticks and title again: the pass measures them anew
         taller = math.ceil(around / (1 - MIN_PLOT_SHARE))
-        return style(fig, caption, sources, title, width, taller, legend)
+        return style(fig, caption, sources, None, width, taller, legend)
     return fig
 
 

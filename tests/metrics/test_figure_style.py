@@ -65,3 +65,20 @@ def test_short_source_drops_hashes_and_branches() -> None:
         "KungFu artifact README osdi20/README.md, github.com/lsds/KungFu, §3.2 Scalability "
         "(Figure 9)"
     )
+
+
+def test_a_figure_drawn_taller_measures_its_wrapped_ticks_again() -> None:
+    """Long category labels and a long caption make ``style`` draw the image taller; that
+    second pass must wrap the labels anew, or the caption sits on them (CM-DARE's speed
+    models figure did)."""
+    import plotly.graph_objects as go
+
+    from lab.metrics.figure_check import check_figure
+    from lab.metrics.figure_style import HEIGHT, style
+
+    cats = [f"GPU-agnostic LR, normalized model {i} + GPU TFLOPS" for i in range(8)]
+    fig = go.Figure([go.Bar(x=cats, y=list(range(8)), name="lab")])
+    fig.update_layout(title_text="MAPE", xaxis_title="model")
+    style(fig, caption=" ".join(["a caption long enough to wrap over several lines"] * 20))
+    assert fig.layout.height > HEIGHT
+    assert check_figure(fig, fig.layout.width, fig.layout.height) == []
