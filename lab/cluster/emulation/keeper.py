@@ -26,20 +26,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import select
 import subprocess
-import sys
 import time
 from pathlib import Path
 
+from lab.cluster import keeping
 from lab.cluster.emulation import removal, state
 from lab.errors import LaunchError
 from lab.metrics import liveness
 
 log = logging.getLogger(__name__)
-RELEASE = b"release\n"
-READY = b"ready\n"
-ROOT = Path(__file__).resolve().parents[3]  # the directory holding the ``lab`` package
 # The keeper's nice value. It idles in select() and then uses a fraction of a second of CPU
 # (its start-up, then the removal's `ip` calls), but on a machine with 10-20 runnable
 # processes per core that fraction took over 5 s at the default priority (0).
@@ -60,13 +56,7 @@ class Keeper:
         """Start the keeper of ``rec``'s cluster and note its pid in the record (so that
         other labs leave the cluster to it). It watches once it says ``ready``
         (``confirm``); an owner that died before is found by its start time."""
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-        proc = subprocess.Popen(
-            [sys.executable, "-c", ENTRY, rec.tag],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None,
-            cwd="/", env=env, start_new_session=True,
-        )  # fmt: skip
+        proc = keeping.spawn(ENTRY, [rec.tag])
         _raise_priority(proc.pid)
         rec.keeper_pid = proc.pid
         rec.keeper_start_time = liveness.start_time(proc.pid)
@@ -75,34 +65,13 @@ class Keeper:
 
     def confirm(self, timeout: float = 30.0) -> None:
         """Wait until the keeper watches the owner; LaunchError when it does not."""
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        line = self.proc.stdout.readline() if ready else b""
-        self.proc.stdout.close()
-        if line != READY:
-            self.proc.kill()
-            self.proc.wait(5)
-            raise LaunchError(
-                f"the emulated cluster's keeper did not start (exit code {self.proc.returncode}"
-                "; its error is above): without it a killed lab would leave the cluster behind"
-            )
+        keeping.await_ready(
+            self.proc, timeout, "the emulated cluster's keeper", "the cluster behind"
+        )
 
     def release(self, timeout: float = 5.0) -> None:
         """Tell the keeper that the lab removed the cluster itself, and wait for it to exit."""
-        try:
-            assert self.proc.stdin is not None
-            self.proc.stdin.write(RELEASE)
-            self.proc.stdin.close()
-        except OSError:
-            pass  # it has exited already
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            log.warning("keeper pid %d did not exit on release; killing it", self.proc.pid)
-            self.proc.kill()
-            self.proc.wait(timeout)
-        if self.proc.stdout is not None and not self.proc.stdout.closed:
-            self.proc.stdout.close()
+        keeping.release(self.proc, timeout)
 
 
 def _raise_priority(pid: int) -> None:
@@ -116,40 +85,9 @@ def _raise_priority(pid: int) -> None:
         Path(f"/proc/{pid}/autogroup").write_text(str(PRIORITY))
 
 
-def _pidfd(pid: int) -> int | None:
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        return None
-
-
 def watch(rec: state.Record) -> str:
     """Block until the owner is gone or lets go; why, or "" after ``release``."""
-    fd = _pidfd(rec.pid)
-    if not rec.owner_alive():  # the pid may be another process's by now
-        return f"owner pid {rec.pid} is gone"
-    os.write(1, READY)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)  # nothing more to say on stdout: let the lab close its end
-    os.close(devnull)
-    got = b""
-    while True:
-        fds = [0] + ([fd] if fd is not None else [])
-        try:
-            ready, _, _ = select.select(fds, [], [], None if fd is not None else POLL_S)
-        except InterruptedError:
-            continue
-        if fd is not None and fd in ready:
-            return f"owner pid {rec.pid} exited"
-        if 0 in ready:
-            data = os.read(0, 64)
-            got += data
-            if RELEASE in got:
-                return ""
-            if not data:
-                return f"owner pid {rec.pid} ended, or closed its pipe, without a release"
-        if fd is None and not rec.owner_alive():
-            return f"owner pid {rec.pid} is gone"
+    return keeping.watch(rec.pid, rec.owner_alive, "owner", POLL_S)
 
 
 def main(argv: list[str]) -> int:
