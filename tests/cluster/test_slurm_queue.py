@@ -50,11 +50,7 @@ def test_a_waiting_job_is_shown_queued_with_squeues_reason_then_runs(
 ) -> None:
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     profile = slurm_profile(tmp_path / "slurm-test.yaml", tasks_per_node=slurm.cpus)
-    held = slurm.run(
-        "salloc", "--no-shell", "-N1", f"-n{slurm.cpus}", "--time=00:02:00", "--job-name=holder"
-    )
-    assert "Granted job allocation" in held.stderr, held.stderr
-    holder = held.stderr.split("Granted job allocation")[1].split()[0]
+    holder = _hold_every_cpu(slurm)
     freed = threading.Event()
 
     def release() -> None:
@@ -145,11 +141,7 @@ def test_stop_while_queued_cancels_the_waiting_job(
 
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     profile = slurm_profile(tmp_path / "slurm-test.yaml", tasks_per_node=slurm.cpus)
-    held = slurm.run(
-        "salloc", "--no-shell", "-N1", f"-n{slurm.cpus}", "--time=00:02:00", "--job-name=holder"
-    )
-    assert "Granted job allocation" in held.stderr, held.stderr
-    holder = held.stderr.split("Granted job allocation")[1].split()[0]
+    holder = _hold_every_cpu(slurm)
     view = RunView(display=False, refresh=0.05)
     stopper = ClicksStop(view)
     try:
@@ -185,3 +177,12 @@ def test_stop_while_queued_cancels_the_waiting_job(
     assert not list(Path(result.run_dir).glob("rank-*.log"))
     print(f"Stop while queued: run ended {took:.2f} s after the click, queue empty of it")
     assert slurm.queue_within(5.0) == []
+
+
+def _hold_every_cpu(slurm: LocalSlurm) -> str:
+    """Another allocation on every CPU of the node (a job named holder); its job id."""
+    held = slurm.run(
+        "salloc", "--no-shell", "-N1", f"-n{slurm.cpus}", "--time=00:02:00", "--job-name=holder"
+    )
+    assert "Granted job allocation" in held.stderr, held.stderr
+    return held.stderr.split("Granted job allocation")[1].split()[0]
