@@ -144,6 +144,13 @@ def require_at_least(*checks: tuple[str, int, int]) -> None:
             raise ParameterError(name, value, f"an integer >= {low}")
 
 
+def require_positive(*checks: tuple[str, float]) -> None:
+    """Raise ParameterError for the first ``(name, value)`` that is not > 0 (a NaN is not)."""
+    for name, value in checks:
+        if not value > 0:
+            raise ParameterError(name, value, "a number > 0")
+
+
 class NothingMeasured(LabError):
     """A notebook step measured nothing: a sweep with no succeeded point, a figure or verdict
     that could not be computed. Raised so that papermill, ``make run`` and CI fail (DESIGN.md,

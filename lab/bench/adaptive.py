@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lab.bench.config import WorkloadConfig, flag
-from lab.errors import ParameterError, require_at_least
+from lab.errors import ParameterError, require_at_least, require_positive
 from lab.metrics.records import emit
 
 POLICIES = ("adaptive", "fixed")
@@ -345,10 +345,7 @@ class Config(WorkloadConfig):
             ("classes", self.classes, 2),
             ("threads", self.threads, 0),
         )
-        if not self.lr > 0:
-            raise ParameterError("lr", self.lr, "a number > 0")
-        if not self.temperature > 0:
-            raise ParameterError("temperature", self.temperature, "a number > 0")
+        require_positive(("lr", self.lr), ("temperature", self.temperature))
         return self
 
 

@@ -14,7 +14,7 @@ import statistics
 import time
 
 from lab.bench.config import WorkloadConfig, flag
-from lab.errors import ParameterError, require_at_least
+from lab.errors import require_at_least, require_positive
 from lab.metrics.records import emit
 
 
@@ -44,8 +44,7 @@ class Config(WorkloadConfig):
     def checked(self) -> Config:
         require_at_least(("bytes", self.bytes, 4), ("repeats", self.repeats, 1))
         require_at_least(("warmup", self.warmup, 0))
-        if not self.timeout > 0:
-            raise ParameterError("timeout", self.timeout, "a number > 0")
+        require_positive(("timeout", self.timeout))
         return self
 
 

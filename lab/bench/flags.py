@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from lab.bench.config import WorkloadConfig, flag
-from lab.errors import ParameterError, require_at_least
+from lab.errors import ParameterError, require_at_least, require_positive
 
 OPTIMIZERS = ("sgd", "momentum", "adam")
 WORKLOAD_PREFIX = "lab.bench."
@@ -76,8 +76,7 @@ class TrainingConfig(WorkloadConfig):
             ("num_classes", self.num_classes, 2),
             ("threads", self.threads, 0),
         )
-        if not self.lr > 0:
-            raise ParameterError("lr", self.lr, "a number > 0")
+        require_positive(("lr", self.lr))
 
     def described(self) -> dict[str, Any]:
         """What a rank's ``header`` record says about the run (lab.bench.backends.common)."""

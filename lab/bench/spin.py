@@ -13,7 +13,7 @@ import os
 import time
 
 from lab.bench.config import WorkloadConfig, flag
-from lab.errors import ParameterError, require_at_least
+from lab.errors import require_at_least, require_positive
 from lab.metrics.records import emit
 
 
@@ -37,9 +37,7 @@ class Config(WorkloadConfig):
     report: float = flag(0.5, "seconds between step records")
 
     def checked(self) -> Config:
-        for name in ("seconds", "report"):
-            if not getattr(self, name) > 0:
-                raise ParameterError(name, getattr(self, name), "a number > 0")
+        require_positive(("seconds", self.seconds), ("report", self.report))
         require_at_least(("unit", self.unit, 1))
         return self
 

@@ -42,7 +42,7 @@ from typing import Any
 
 from lab.bench.allocator import CHOICES
 from lab.bench.config import WorkloadConfig, flag
-from lab.errors import ParameterError, require_at_least
+from lab.errors import ParameterError, require_at_least, require_positive
 from lab.metrics.records import emit
 
 WINDOW_S = 0.3
@@ -117,9 +117,9 @@ class Config(WorkloadConfig):
             *((f"micro_batches[{i}]", v, 1) for i, v in enumerate(self.micro_batches)),
             *((f"threads[{i}]", v, 1) for i, v in enumerate(self.threads)),
         )
-        for name in ("seconds", "window", "lr", "timeout"):
-            if not getattr(self, name) > 0:
-                raise ParameterError(name, getattr(self, name), "a number > 0")
+        require_positive(
+            *((name, getattr(self, name)) for name in ("seconds", "window", "lr", "timeout"))
+        )
         if self.allocator not in CHOICES:
             raise ParameterError("allocator", self.allocator, ", ".join(CHOICES))
         return self

@@ -23,7 +23,7 @@ from typing import Any
 
 from lab.bench.config import WorkloadConfig, flag
 from lab.bench.torch_engines import ENGINES
-from lab.errors import ParameterError, require_at_least
+from lab.errors import ParameterError, require_at_least, require_positive
 
 SMOKE_MODELS = ("tiny_cnn", "small_cnn")
 DEVICES = ("auto", "cpu", "cuda")
@@ -75,8 +75,7 @@ class Config(WorkloadConfig):
             ("num_classes", self.num_classes, 2),
             ("interval", self.interval, 1),
         )
-        if not self.lr > 0:
-            raise ParameterError("lr", self.lr, "a number > 0")
+        require_positive(("lr", self.lr))
         return self
 
     def described(self) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from lab.bench.p3.schedule import (
     check_servers,
     check_slice_elements,
 )
-from lab.errors import ParameterError
+from lab.errors import ParameterError, require_positive
 
 DEFAULT_SOCKBUF = 131_072
 
@@ -64,8 +64,7 @@ class P3Config(WorkloadConfig):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ParameterError(name, value, "an integer >= 0")
-        if not self.lr > 0:
-            raise ParameterError("lr", self.lr, "a number > 0")
+        require_positive(("lr", self.lr))
         return self
 
     def check(self, hosts: int) -> P3Config:
