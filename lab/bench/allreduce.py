@@ -15,7 +15,7 @@ import time
 
 from lab.bench.config import WorkloadConfig, flag
 from lab.errors import require_at_least, require_positive
-from lab.metrics.records import emit
+from lab.metrics.records import emit, exit_now
 
 
 def _rank_env() -> tuple[int, int]:
@@ -94,3 +94,4 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+    exit_now(0)

@@ -31,7 +31,6 @@ ratio between stand-ins.
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import itertools
 import os
@@ -43,7 +42,7 @@ from typing import Any
 from lab.bench.allocator import CHOICES
 from lab.bench.config import WorkloadConfig, flag
 from lab.errors import ParameterError, require_at_least, require_positive
-from lab.metrics.records import emit
+from lab.metrics.records import emit, exit_now
 
 WINDOW_S = 0.3
 
@@ -219,7 +218,6 @@ def _round_barrier(ns: Config, rank: int, world: int) -> Any:
         "gloo", init_method="env://", rank=rank, world_size=world,
         timeout=timedelta(seconds=ns.timeout),
     )  # fmt: skip
-    atexit.register(dist.destroy_process_group)
 
     def wait() -> float:
         start = time.perf_counter()
@@ -270,8 +268,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     for config in configs:
         _report(ns, rank, config, step)
     emit("event", rank=rank, name="sweep_done", configs=len(ns.image_sizes) * len(ns.micro_batches))
+    _leave_group()
     return 0
 
 
+def _leave_group() -> None:
+    """Destroy the gloo group ``--in-step`` joined, while every rank is still alive (the
+    process then ends through ``exit_now``, skipping the interpreter's teardown)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -24,6 +24,7 @@ from typing import Any
 from lab.bench.config import WorkloadConfig, flag
 from lab.bench.torch_engines import ENGINES
 from lab.errors import ParameterError, require_at_least, require_positive
+from lab.metrics.records import exit_now
 
 SMOKE_MODELS = ("tiny_cnn", "small_cnn")
 DEVICES = ("auto", "cpu", "cuda")
@@ -254,4 +255,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -14,7 +14,6 @@ seconds from the step's start) and ``layer`` (backward end, forward wait start a
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,7 +25,7 @@ from lab.bench.p3.ps import Server, Trace, Worker
 from lab.bench.p3.schedule import plan_keys
 from lab.bench.p3.transport import ACK, PULL, PUSH, VALUE, Wire, shrink_socket_buffers
 from lab.errors import ParameterError
-from lab.metrics.records import emit
+from lab.metrics.records import emit, exit_now
 
 
 def parse(argv: Sequence[str] | None) -> tuple[P3Config, int, int]:
@@ -242,4 +241,4 @@ def _emit_trace(rank: int, cfg: P3Config, trace: Trace, keys: Sequence[Any], ten
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())
