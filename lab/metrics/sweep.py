@@ -6,6 +6,11 @@ skips points that already have a succeeded run directory with the same parameter
 keeps going when a point fails (its error is noted in the summary), shows a progress bar
 (a widget in notebooks) and calls ``on_point_done(summary)`` after every point so a
 figure can be redrawn (``LiveFigure``). Nothing of lab.cluster is imported here.
+
+In a batch notebook execution (``make run``: ``DISTLAB_EXECUTION`` is set) only that
+execution's own runs count as done, so every batch run measures anew (as the protocol's
+rounds do, lab.experiments.resume) while a second sweep over the same points in one
+notebook still resumes.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import pandas as pd
 
 from lab.errors import RunStopped
 from lab.metrics import store
+from lab.metrics.layout import EXECUTION_ENV, execution_of
 
 log = logging.getLogger(__name__)
 
@@ -117,12 +123,16 @@ class Sweep:
         return identity(params, names)
 
     def find_done(self, point: Mapping[str, Any]) -> Path | None:
-        """The newest succeeded run directory whose manifest params match ``point``."""
+        """The newest succeeded run directory whose manifest params match ``point`` (in a
+        batch execution: one this execution launched)."""
         want = self.identity(point, point)
+        execution = os.environ.get(EXECUTION_ENV)
         for run_dir in reversed(store.list_runs(self.experiment, self.results_root)):
             manifest = store.read_manifest(run_dir)
             if manifest.get("state") != SUCCEEDED:
                 continue
+            if execution and execution_of(manifest) != execution:
+                continue  # an earlier batch run's, or a person's: this run measures anew
             if self.identity(manifest.get("params") or {}, point) == want:
                 return run_dir
         return None

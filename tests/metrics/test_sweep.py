@@ -3,6 +3,7 @@ directories the way a launch does (the lab's own plumbing, no engine involved)."
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from lab.cluster.rundir import new_run_dir, timestamp, write_manifest
 from lab.errors import ParameterError, RankFailure, RanksFailed
 from lab.metrics import store
 from lab.metrics.figures import throughput_vs_workers
+from lab.metrics.layout import EXECUTION_ENV
 from lab.metrics.records import format_record
 from lab.metrics.sweep import LiveFigure, Sweep
 
@@ -43,7 +45,13 @@ class FakeLaunch:
         if how == "before-launch":
             raise ParameterError("np", point["np"], "1, 2, 4")
         run_dir = new_run_dir(EXPERIMENT, self.root)
-        write_manifest(run_dir, experiment=EXPERIMENT, params=point, started=timestamp(time.time()))
+        write_manifest(
+            run_dir,
+            experiment=EXPERIMENT,
+            params=point,
+            started=timestamp(time.time()),
+            launched_by={"execution": os.environ.get(EXECUTION_ENV)},  # as start_manifest
+        )
         lines = [
             format_record("step", rank=r, step=s, samples=10 * point["np"], seconds=1.0)
             for r in range(point["np"])
@@ -102,6 +110,28 @@ def test_sweep_resumes_and_reruns_on_request(tmp_path: Path) -> None:
     Sweep(EXPERIMENT, POINTS, forced, results_root=tmp_path, progress=False).run(rerun=True)
     assert forced.calls == POINTS
     assert len(store.list_runs(EXPERIMENT, tmp_path)) == 3 + 1 + 3
+
+
+def test_a_batch_execution_resumes_only_its_own_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``make run`` twice is two measurements: the second execution runs every point
+    again, a second sweep inside one execution resumes, and a person's session (no
+    execution) resumes from any run."""
+    monkeypatch.setenv(EXECUTION_ENV, "20261202-040000-aaaaaa")
+    first = FakeLaunch(tmp_path)
+    Sweep(EXPERIMENT, POINTS, first, results_root=tmp_path, progress=False).run()
+    same = FakeLaunch(tmp_path)
+    Sweep(EXPERIMENT, POINTS, same, results_root=tmp_path, progress=False).run()
+    assert (len(first.calls), same.calls) == (3, [])
+    monkeypatch.setenv(EXECUTION_ENV, "20261202-050000-bbbbbb")
+    second = FakeLaunch(tmp_path)
+    df = Sweep(EXPERIMENT, POINTS, second, results_root=tmp_path, progress=False).run()
+    assert second.calls == POINTS and df["sweep_status"].tolist() == ["ran"] * 3
+    monkeypatch.delenv(EXECUTION_ENV)
+    person = FakeLaunch(tmp_path)
+    Sweep(EXPERIMENT, POINTS, person, results_root=tmp_path, progress=False).run()
+    assert person.calls == []
 
 
 def test_points_match_on_key_and_normalised_values(tmp_path: Path) -> None:
