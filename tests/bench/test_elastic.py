@@ -1,14 +1,11 @@
-"""Dynamic scaling: the hosts-file plumbing (pure), the latency arithmetic, and a real
-Horovod Elastic run on localhost that grows 1→2 and shrinks 2→1."""
+"""Dynamic scaling: the hosts-file plumbing (pure) and the latency arithmetic. A real
+Horovod Elastic run that grows 1→2 and shrinks 2→1 is Fig 7's
+(tests/experiments/test_fig7_fig4_figures.py), KungFu's in tests/cluster/test_ports_real.py."""
 
 from __future__ import annotations
 
-import os
-import queue
-import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -25,7 +22,6 @@ from lab.cluster.elastic_hosts import (
     write_hosts,
 )
 from lab.errors import ParameterError
-from lab.metrics.records import parse_record
 
 REPO = Path(__file__).resolve().parents[2]
 HOROVODRUN = Path(sys.executable).parent / "horovodrun"
@@ -151,109 +147,3 @@ def test_workload_rejects_bad_flags_before_importing_tensorflow() -> None:
         cwd=REPO,
     )
     assert out.returncode == 2 and "commit-every" in out.stderr
-
-
-# ------------------------------------------------------------------ a real elastic run
-
-
-def _horovod_ready() -> bool:
-    if not HOROVODRUN.is_file():
-        return False
-    probe = subprocess.run(
-        [sys.executable, "-c", "import horovod.tensorflow"], capture_output=True, timeout=120
-    )
-    return probe.returncode == 0
-
-
-RUN_LIMIT_S = 115.0  # the whole elastic run, start to teardown (under 2 minutes)
-
-
-@pytest.mark.slow
-def test_horovod_elastic_grows_1_to_2_and_shrinks_2_to_1(tmp_path: Path) -> None:
-    """A real horovodrun --gloo job on localhost: the test rewrites the hosts file as the
-    records arrive (grow after 2 steps at size 1, shrink after 3 steps at size 2, stop
-    after 3 steps at size 1) and checks both resizes in the records."""
-    if not _horovod_ready():
-        pytest.skip("Horovod with TensorFlow is not installed in this environment")
-    hosts, stop_file = tmp_path / "hosts", tmp_path / "stop"
-    script = write_discovery_script(tmp_path / "discover.sh", hosts)
-    write_hosts(hosts, {"localhost": 1})
-    argv = [str(HOROVODRUN), "-np", "1", "--min-np", "1", "--max-np", "2"]
-    argv += ["--host-discovery-script", str(script), "--network-interfaces", "lo"]
-    argv += ["--gloo", "--disable-cache", sys.executable, "-m", "lab.bench.elastic"]
-    argv += ["--stop-file", str(stop_file), "--threads", "1", "--warmup-steps", "0"]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "3"}
-    proc = subprocess.Popen(
-        argv,
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    lines: queue.Queue[str | None] = queue.Queue()
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(line)
-        lines.put(None)
-
-    threading.Thread(target=pump, daemon=True).start()
-    records: list[dict] = []
-    tail: list[str] = []
-    # (size the next steps must have, how many, what to do then)
-    plan = [(1, 2, {"localhost": 2}), (2, 3, {"localhost": 1}), (1, 3, None)]
-    phase, count = 0, 0
-    deadline = time.monotonic() + RUN_LIMIT_S
-    try:
-        while time.monotonic() < deadline:
-            try:
-                line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
-            except queue.Empty:
-                break
-            if line is None:
-                break
-            tail = [*tail[-30:], line.rstrip()]
-            rec = parse_record(line)
-            if rec is None:
-                continue
-            records.append(rec)
-            if phase >= len(plan) or rec["kind"] != "step" or rec["rank"] != 0:
-                continue
-            size, needed, then = plan[phase]
-            count = count + 1 if rec["size"] == size else 0
-            if count >= needed:
-                if then is None:
-                    stop_file.touch()
-                    records.append({"kind": "event", "name": "stop", "time": time.time()})
-                else:
-                    t = write_hosts(hosts, then)
-                    slots = sum(then.values())
-                    records.append(
-                        {"kind": "event", "name": "discovery", "slots": slots, "time": t}
-                    )
-                phase, count = phase + 1, 0
-        code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=15)
-    log = "\n".join(tail)
-    assert phase == len(plan), f"the run did not get through grow, shrink, stop:\n{log}"
-    assert code == 0, log
-    resizes = [(r["old_size"], r["new_size"]) for r in records if r.get("name") == "resize"]
-    assert (1, 2) in resizes and (2, 1) in resizes, log
-    got = resize_latencies(records)
-    assert [(r["old_size"], r["new_size"]) for r in got] == [(1, 2), (2, 1)]
-    assert all(r["latency"] is not None and r["latency"] > 0 for r in got), got
-    assert set(throughput_by_size(records)) == {1, 2}
-    print(
-        "resize latencies (s):",
-        [(r["old_size"], r["new_size"], round(r["latency"], 3)) for r in got],
-    )

@@ -148,9 +148,12 @@ def test_fig7_footnote_gives_each_runs_latencies_beside_the_published(tmp_path) 
 
 
 def test_fig7_from_a_recorded_horovod_elastic_run(tmp_path) -> None:
-    """One real resizing run (Horovod Elastic, tiny_cnn, 1 → 2 → 1 workers): every bin of
-    the figure holds the samples the ranks logged as ending in it."""
+    """One real resizing run (Horovod Elastic under horovodrun --gloo, tiny_cnn, 1 → 2 → 1
+    workers, the schedule rewriting the hosts file): both resizes are in the records with
+    their latencies, steps ran at both sizes, and every bin of the figure holds the samples
+    the ranks logged as ending in it."""
     pytest.importorskip("horovod")
+    from lab.bench.elastic import resize_latencies, throughput_by_size
     from lab.experiments.kungfu import fig7
 
     point = {
@@ -170,6 +173,13 @@ def test_fig7_from_a_recorded_horovod_elastic_run(tmp_path) -> None:
         assert total == pytest.approx(ended["samples"].sum())
     rates = (logged["samples"] / logged["seconds"]).groupby(logged["rank"]).median()
     assert 0 < max(trace.y) <= 1.2 * rates.sum()
+    records = fig7._records(run)  # the ranks' records and the driver's host changes
+    resizes = [(r["old_size"], r["new_size"]) for r in records if r.get("name") == "resize"]
+    assert (1, 2) in resizes and (2, 1) in resizes, resizes
+    latencies = resize_latencies(records)
+    assert [(r["old_size"], r["new_size"]) for r in latencies] == [(1, 2), (2, 1)]
+    assert all(r["latency"] is not None and r["latency"] > 0 for r in latencies), latencies
+    assert set(throughput_by_size(records)) == {1, 2}
 
 
 def _logged_lab(run: str) -> pd.DataFrame:
