@@ -1,6 +1,7 @@
-"""Dynamic scaling: the hosts-file plumbing (pure) and the latency arithmetic. A real
-Horovod Elastic run that grows 1→2 and shrinks 2→1 is Fig 7's
-(tests/experiments/test_fig7_fig4_figures.py), KungFu's in tests/cluster/test_ports_real.py."""
+"""Dynamic scaling: the hosts-file plumbing (pure) and the latency arithmetic. Real
+Horovod Elastic and KungFu runs that grow 1→2 and shrink 2→1 on a timed schedule are the
+Fig 7 notebook's, checked by the notebook test (tests/experiments/notebook_checks.py);
+KungFu's on a step schedule is in tests/cluster/test_ports_real.py."""
 
 from __future__ import annotations
 

@@ -147,59 +147,6 @@ def test_fig7_footnote_gives_each_runs_latencies_beside_the_published(tmp_path) 
     assert all(len(line) <= 130 for line in note.text.split("<br>"))
 
 
-def test_fig7_from_a_recorded_horovod_elastic_run(tmp_path) -> None:
-    """One real resizing run (Horovod Elastic under horovodrun --gloo, tiny_cnn, 1 → 2 → 1
-    workers, the schedule rewriting the hosts file): both resizes are in the records with
-    their latencies, steps ran at both sizes, and every bin of the figure holds the samples
-    the ranks logged as ending in it."""
-    pytest.importorskip("horovod")
-    from lab.bench.elastic import resize_latencies, throughput_by_size
-    from lab.experiments.kungfu import fig7
-
-    point = {
-        "system": fig7.SYSTEM,
-        "schedule": "0:1,3:2,14:1,17:stop",
-        "model": "tiny_cnn",
-        "batch_size": 32,
-    }
-    result = fig7.run_one(point, scale="smoke")
-    run = str(result.run_dir)
-    fig = fig7.figure(run)
-    (trace,) = fig.data
-    logged = _logged_lab(run)
-    t0 = min(float(e["time"]) for e in fig7.host_changes(run))
-    for mid, total in zip(trace.x, trace.y, strict=True):
-        ended = logged[(logged["time"] - t0 >= mid - 0.5) & (logged["time"] - t0 < mid + 0.5)]
-        assert total == pytest.approx(ended["samples"].sum())
-    rates = (logged["samples"] / logged["seconds"]).groupby(logged["rank"]).median()
-    assert 0 < max(trace.y) <= 1.2 * rates.sum()
-    records = fig7._records(run)  # the ranks' records and the driver's host changes
-    resizes = [(r["old_size"], r["new_size"]) for r in records if r.get("name") == "resize"]
-    assert (1, 2) in resizes and (2, 1) in resizes, resizes
-    latencies = resize_latencies(records)
-    assert [(r["old_size"], r["new_size"]) for r in latencies] == [(1, 2), (2, 1)]
-    assert all(r["latency"] is not None and r["latency"] > 0 for r in latencies), latencies
-    assert set(throughput_by_size(records)) == {1, 2}
-
-
-def _logged_lab(run: str) -> pd.DataFrame:
-    """The step records of a real run's rank logs (launcher tags and other lines skipped)."""
-    from lab.metrics.records import parse_record
-
-    rows = []
-    for log in Path(run).glob("rank-*.log"):
-        for line in log.read_text(errors="replace").splitlines():
-            rec = parse_record(line)
-            if rec and rec.get("kind") == "step" and rec.get("samples"):
-                rows.append(rec)
-    return pd.DataFrame(rows)
-
-
-test_fig7_from_a_recorded_horovod_elastic_run = pytest.mark.slow(
-    test_fig7_from_a_recorded_horovod_elastic_run
-)
-
-
 # -- Fig 4 --------------------------------------------------------------------------------
 
 

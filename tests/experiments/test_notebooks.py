@@ -7,6 +7,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from notebook_checks import CHECKS
 from notebook_lean import LEAN
 
 from lab.experiments.notebooks import (
@@ -66,7 +67,8 @@ def test_lean_overrides_name_notebooks_and_their_parameters() -> None:
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: str(p.relative_to(NOTEBOOK_DIR)))
 def test_notebook_runs_at_smoke_scale(nb: Path, tmp_path: Path, _isolated_results: Path) -> None:
     """Every cell, system and figure of the notebook, at smoke scale cut to LEAN's overrides
-    (notebook_lean.py: make run keeps the whole smoke scale and its statistics)."""
+    (notebook_lean.py: make run keeps the whole smoke scale and its statistics), and what
+    its runs must show where notebook_checks.py says."""
     out = tmp_path / nb.name
     lean = LEAN.get(str(nb.relative_to(NOTEBOOK_DIR)), {})
     result = run_notebook(nb, out, {"scale": "smoke", **lean})  # its own smoke cluster
@@ -95,6 +97,9 @@ def test_notebook_runs_at_smoke_scale(nb: Path, tmp_path: Path, _isolated_result
             assert drawn == saved["runs"], f"{figure} was drawn from other runs than {path}"
     problems = unreadable_figures(_isolated_results)
     assert not problems, f"{nb.name} saved figures that cannot be read:\n" + "\n".join(problems)
+    check = CHECKS.get(str(nb.relative_to(NOTEBOOK_DIR)))
+    if check is not None:  # what its runs must show (notebook_checks.py)
+        check(_isolated_results)
 
 
 def unreadable_figures(results: Path) -> list[str]:
