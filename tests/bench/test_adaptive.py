@@ -1,15 +1,13 @@
-"""The adaptive-batch policy (pure) and the workload under a real horovodrun."""
+"""The adaptive-batch policy (pure) and the workload's flag checks; real horovodrun runs of
+the workload are the Fig 4 notebook's, checked by its notebook test (notebook_checks.py)."""
 
 from __future__ import annotations
 
 import math
-import os
-import statistics
 import subprocess
 import sys
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from lab.bench.adaptive import (
@@ -20,7 +18,6 @@ from lab.bench.adaptive import (
     parse_arms,
 )
 from lab.errors import ParameterError
-from lab.metrics.records import parse_record
 
 REPO = Path(__file__).resolve().parents[2]
 HOROVODRUN = Path(sys.executable).parent / "horovodrun"
@@ -136,85 +133,3 @@ def test_workload_rejects_bad_flags_before_importing_horovod() -> None:
         cwd=REPO,
     )
     assert out.returncode == 2 and "growth" in out.stderr
-
-
-def _horovod_ready() -> bool:
-    if not HOROVODRUN.is_file():
-        return False
-    probe = subprocess.run(
-        [sys.executable, "-c", "import horovod.tensorflow"], capture_output=True, timeout=120
-    )
-    return probe.returncode == 0
-
-
-@pytest.mark.slow
-def test_noise_scale_grows_and_the_policy_acts_on_it() -> None:
-    """The teacher task gives the policy something to adapt to: over one short real run the
-    smoothed noise scale grows many-fold as the loss falls, the batch grows with it (never
-    shrinking, the same decisions on both ranks), and the target loss is reached."""
-    if not _horovod_ready():
-        pytest.skip("Horovod with TensorFlow is not installed in this environment")
-    argv = [str(HOROVODRUN), "-np", "2", "-H", "localhost:2", "--gloo", "--disable-cache"]
-    argv += [sys.executable, "-m", "lab.bench.adaptive", "--steps", "250", "--until-target"]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1"}
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=240, cwd=REPO, env=env)
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    recs = [r for line in out.stdout.splitlines() if (r := parse_record(line))]
-    steps = [r for r in recs if r["kind"] == "step" and r["rank"] == 0]
-    noise = [r["noise_scale"] for r in steps]
-    assert len(steps) >= 60 and all(math.isfinite(x) for x in noise)
-    early, late = statistics.median(noise[5:25]), statistics.median(noise[-20:])
-    assert late > 5 * early > 0, (early, late)  # grows as the loss falls (McCandlish et al.)
-    assert steps[-1]["eval_loss"] < steps[0]["eval_loss"]
-    batches = [r["batch_size"] for r in steps]
-    assert batches == sorted(batches) and batches[-1] >= 8 * batches[0]  # grew, never shrank
-    assert all(r["samples"] * 2 == r["batch_size"] for r in steps)
-    # every rank took the same decisions at the same steps
-    changes = {(r["rank"], r["step"], r["new"]) for r in recs if r.get("name") == "batch_size"}
-    assert {(s, n) for rk, s, n in changes if rk == 0} == {
-        (s, n) for rk, s, n in changes if rk == 1
-    }
-    summary = next(r for r in recs if r["kind"] == "summary" and r["rank"] == 0)
-    assert summary["steps_to_target"] == len(steps) and summary["time_to_target"] > 0
-    assert summary["eval_loss"] <= summary["target_loss"]
-    # the garbage was frozen once per rank, before the seed's first timed step
-    mine = [r for r in recs if r["rank"] == 0 and r["kind"] in ("step", "event")]
-    frozen = [i for i, r in enumerate(mine) if r.get("name") == "gc_frozen"]
-    assert len(frozen) == 1 and mine[frozen[0] + 1] == steps[0]
-    assert mine[frozen[0]]["seed"] == steps[0]["seed"] and steps[0]["step"] == 0
-
-
-@pytest.mark.slow
-def test_the_notebooks_runner_pins_its_ranks_and_runs_them(tmp_path, monkeypatch) -> None:
-    """Fig 4's runner on this machine: both ranks behind the affinity wrapper, each on its
-    own core, running the workload with this interpreter (the bare ``python`` the command
-    starts with is resolved by launch() only in front of it)."""
-    if not _horovod_ready():
-        pytest.skip("Horovod with TensorFlow is not installed in this environment")
-    if len(os.sched_getaffinity(0)) < 2:
-        pytest.skip("needs 2 cores to pin two ranks apart")
-    import json
-
-    from lab.experiments.kungfu import adaptive
-
-    monkeypatch.setenv("DISTLAB_RESULTS", str(tmp_path))
-    # as under make: this interpreter's bin/ is not on PATH, so a bare python is another
-    monkeypatch.setenv("PATH", os.pathsep.join(
-        d for d in os.environ["PATH"].split(os.pathsep)
-        if Path(d).resolve() != Path(sys.executable).parent.resolve()
-    ))  # fmt: skip
-    point = {"arms": "fixed:32,fixed:64", "workers": 2, "steps": 5, "max_batch": 64,
-             "seeds": 2, "system": adaptive.SYSTEM}  # fmt: skip
-    result = adaptive.runner("local", timeout=180)(point)
-    assert result.ok, result.reason
-    # each seed trained under both arms, the order reversed on the second seed
-    summary = pd.DataFrame([{**point, "state": "succeeded", "run_dir": str(result.run_dir)}])
-    finals = adaptive.finals(summary)
-    order = finals[["seed", "start batch"]].to_numpy().tolist()
-    assert order == [[1, 32], [1, 64], [2, 64], [2, 32]]
-    assert set(adaptive.curves(summary)["run"]) == {"fixed (start 32)", "fixed (start 64)"}
-    manifest = json.loads((result.run_dir / "manifest.json").read_text())
-    assert manifest["params"]["pin_cpus"] is True
-    assert manifest["command"][:3] == [sys.executable, "-m", "lab.cluster.affinity"]
-    logs = [(result.run_dir / f"rank-{r}.log").read_text() for r in (0, 1)]
-    assert [("pinned to CPU" in log) for log in logs] == [True, True]
