@@ -15,9 +15,11 @@ Placement, as P3's experiments place them: one server per worker host (the first
 
 Interpreter: MXNet 1.9.1 needs numpy < 1.24, so it lives in its own venv, ``.venv-mxnet``
 (``make setup``: env/setup_mxnet.sh). A command starting with ``python`` (or the lab's own
-interpreter) runs that venv's Python: the repository's on local and emulated hosts,
-``<workdir>/.venv-mxnet/bin/python`` on SSH hosts; ``options={"python": ...}`` names
-another (e.g. a Python with P3's MXNet fork on GPU nodes).
+interpreter) runs that venv's Python: the repository's on local and emulated hosts and
+on a Slurm job's nodes (they share the filesystem the lab runs from, as its ``python``
+default says), ``<workdir>/.venv-mxnet/bin/python`` on SSH hosts and on nodes of a slurm
+profile that names a ``workdir``; ``options={"python": ...}`` names another (e.g. a
+Python with P3's MXNet fork on GPU nodes).
 """
 
 from __future__ import annotations
@@ -56,20 +58,28 @@ def local_python() -> Path:
     return REPO_ROOT / MXNET_VENV / "bin" / "python"
 
 
+def sees_repository(host: Host, job: Job) -> bool:
+    """Whether ``host`` has this repository at its path: this machine, an emulated host, or
+    a Slurm node with no ``workdir`` of its own."""
+    if host.is_local or host.namespace is not None:
+        return True
+    return job.cluster is not None and job.cluster.slurm is not None and not host.workdir
+
+
 def python_on(host: Host, job: Job) -> str:
     """The interpreter the ranks on ``host`` run: the ``python`` option, else the MXNet venv
-    of the repository (local, emulated) or of the host's workdir (SSH)."""
+    of the repository (local, emulated, Slurm) or of the host's workdir (SSH)."""
     given = job.options.get("python")
     if given:
         return str(given)
-    if host.is_local or host.namespace is not None:
+    if sees_repository(host, job):
         return str(local_python())
     return f"{host.workdir}/{MXNET_VENV}/bin/python" if host.workdir else f"{MXNET_VENV}/bin/python"
 
 
 def _on_this_machine(job: Job) -> bool:
     hosts = job.cluster.hosts if job.cluster else ()
-    return not hosts or any(h.is_local or h.namespace is not None for h in hosts)
+    return not hosts or any(sees_repository(h, job) for h in hosts)
 
 
 def num_servers(job: Job, worker_hosts: int) -> int:
