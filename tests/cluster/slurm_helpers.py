@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import sys
+import threading
+import time
 from pathlib import Path
+
+from lab.cluster.slurm.testbed import LocalSlurm
 
 
 def slurm_profile(path: Path, tasks_per_node: int = 2, nodes: int = 1, **more: object) -> Path:
@@ -16,3 +20,35 @@ def slurm_profile(path: Path, tasks_per_node: int = 2, nodes: int = 1, **more: o
         f"time: '00:05:00'{extra}}}\n"
     )
     return path
+
+
+class StepWatch:
+    """Every job step squeue listed while the block ran (``squeue -s``, asked every
+    0.2 s): a process started through srun is one step of its job while it runs."""
+
+    def __init__(self, slurm: LocalSlurm) -> None:
+        self.slurm, self.seen = slurm, set[tuple[str, str]]()  # (JOB.STEP, node list)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            out = self.slurm.run("squeue", "-h", "-s", "-o", "%i|%N").stdout
+            for line in out.splitlines():
+                step, _, nodes = line.strip().partition("|")
+                self.seen.add((step, nodes))
+            time.sleep(0.2)
+
+    def of(self, job: str) -> dict[str, str]:
+        """The numbered steps of ``job`` seen (srun's; not ``extern`` or ``batch``), each
+        with its node list."""
+        parts = {(s, n): s.partition(".") for s, n in self.seen}
+        return {s: n for (s, n), (j, _, k) in parts.items() if j == job and k.isdigit()}
+
+    def __enter__(self) -> StepWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)

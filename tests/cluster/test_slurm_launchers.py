@@ -2,8 +2,10 @@
 (lab.cluster.slurm.testbed): torchrun (one agent per node through srun), mpirun with the
 job's node list reaching the node through srun (Horovod's MPI controller), horovodrun
 (Gloo) whose ssh is srun, kungfu-run per node with the node's address and ports the lab
-picked. Each rank says which Slurm job and
-step it ran in, and does one real collective; nothing stays queued or running after."""
+picked, and the roles of TF's parameter-server jobs and of MXNet's ps-lite jobs, one srun
+step each. Each rank says which Slurm job and step it ran in (a parameter-server job's
+roles are the job's steps in squeue), and does real work (a collective, steps of
+training); nothing stays queued or running after."""
 
 from __future__ import annotations
 
@@ -14,10 +16,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from slurm_helpers import slurm_profile
+from slurm_helpers import StepWatch, slurm_profile
 
 from lab.cluster.launching import launch
+from lab.cluster.ports import HIGH, LOW
 from lab.cluster.slurm.testbed import LocalSlurm
+from lab.metrics.parsers import parse_lines
 
 WHERE = "'job', os.environ.get('SLURM_JOB_ID'), 'step', os.environ.get('SLURM_STEP_ID')"
 TORCH = (
@@ -35,6 +39,10 @@ KUNGFU = (
     f"run_barrier(); print('rank', current_rank(), 'size', current_cluster_size(), {WHERE})"
 )
 RANK_ENV = {"OMP_NUM_THREADS": "1"}
+SMALL = ["--batch-size", "8", "--steps", "4", "--warmup-steps", "1"]
+TF_PS = ["python", "-m", "lab.bench.synthetic", "--backend", "ps", "--model", "tiny_cnn", *SMALL]
+TF_PS += ["--image-size", "32", "--threads", "1"]
+MXNET = ["python", "-m", "lab.bench.p3.mxnet_workload", "--model", "tiny", *SMALL]
 
 
 def _installed(*modules: str, program: str | None = None) -> None:
@@ -54,8 +62,12 @@ def profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _run(profile: Path, tmp_path: Path, launcher: str, code: str, **kw):  # type: ignore[no-untyped-def]
+    return _run_cmd(profile, tmp_path, launcher, ["python", "-c", code], **kw)
+
+
+def _run_cmd(profile: Path, tmp_path: Path, launcher: str, command: list[str], **kw):  # type: ignore[no-untyped-def]
     return launch(
-        ["python", "-c", code],
+        command,
         np=2,
         launcher=launcher,
         cluster=str(profile),
@@ -155,6 +167,82 @@ def test_kungfu_run_per_node_with_its_address_and_picked_ports(
         assert words[:4] == ["rank", str(r), "size", "2"] and words[5] == job, words
     logs = Path(result.run_dir) / "kungfu" / slurm.node
     assert len(list(logs.glob("127.0.0.1.*.stdout.log"))) == 2  # in the run, not the cwd
+    assert slurm.queue_within(5.0) == []
+
+
+def _roles_were_steps(slurm: LocalSlurm, m: dict, steps: StepWatch, roles: list[str]) -> str:
+    """Each role's process started through srun in the run's job, on its node, and squeue
+    listed one step of that job, on that node, per process; the job's id."""
+    job = m["slurm"]["job_id"]
+    assert m["slurm"]["nodes"] == [slurm.node] and m["slurm"]["allocated_by_run"]
+    assert [p["role"] for p in m["processes"]] == roles
+    for p in m["processes"]:
+        assert p["argv"][:3] == ["srun", f"--jobid={job}", f"--nodelist={slurm.node}"]
+    seen = steps.of(job)
+    assert len(seen) == len(roles) and set(seen.values()) == {slurm.node}, seen
+    return job
+
+
+def _address_and_port(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host, int(port)
+
+
+def test_tf_parameter_server_roles_each_run_as_a_step_of_the_job(
+    slurm: LocalSlurm, profile: Path, tmp_path: Path
+) -> None:
+    _installed("tensorflow")
+    with StepWatch(slurm) as steps:
+        result = _run_cmd(profile, tmp_path, "ps", TF_PS, timeout=150)
+    assert result.ok and result.rank_exit_codes == {0: 0, 1: 0, 2: 0, 3: 0}, result.reason
+    m = _manifest(result.run_dir)
+    _roles_were_steps(slurm, m, steps, ["worker", "worker", "ps", "chief"])
+    # every task listens at the node's NodeAddr, on its own port from the lab's range
+    spec = json.loads(m["processes"][0]["env"]["TF_CONFIG"])["cluster"]
+    listens = [_address_and_port(a) for role in ("worker", "ps", "chief") for a in spec[role]]
+    assert {h for h, _ in listens} == {"127.0.0.1"}
+    assert len({p for _, p in listens}) == 4 and all(LOW <= p < HIGH for _, p in listens)
+    logs = [(Path(result.run_dir) / f"rank-{r}.log").read_text().splitlines() for r in range(4)]
+    for rank, (role, index) in enumerate([("worker", 0), ("worker", 1), ("ps", 0)]):
+        said = [r for r in parse_lines(logs[rank], rank=rank) if r.get("event") == "serving"]
+        assert [(r["role"], r["index"]) for r in said] == [(role, index)]
+    # the chief reports each worker's steps: both workers trained, (1 + 4) x 2 steps
+    taken = [r for r in parse_lines(logs[3], rank=3) if r["kind"] == "step"]
+    assert len(taken) == 10 and {r["worker"] for r in taken} == {0, 1}
+    assert all(r["seconds"] > 0 and r["loss"] > 0 for r in taken)
+    assert slurm.queue_within(5.0) == []
+
+
+def test_mxnet_ps_lite_roles_run_as_steps_and_a_failed_worker_ends_the_job(
+    slurm: LocalSlurm, profile: Path, tmp_path: Path, probe
+) -> None:
+    from lab.cluster.launchers.dmlc import local_python
+
+    if not local_python().is_file():
+        pytest.skip("MXNet is not installed here (make setup creates .venv-mxnet)")
+    with StepWatch(slurm) as steps:
+        result = _run_cmd(profile, tmp_path, "dmlc", MXNET)
+    assert result.ok and result.rank_exit_codes == {0: 0, 1: 0, 2: 0, 3: 0}, result.reason
+    m = _manifest(result.run_dir)
+    _roles_were_steps(slurm, m, steps, ["worker", "worker", "server", "scheduler"])
+    env = m["processes"][0]["env"]
+    assert env["DMLC_PS_ROOT_URI"] == "127.0.0.1" and LOW <= int(env["DMLC_PS_ROOT_PORT"]) < HIGH
+    for p in m["processes"]:  # the nodes share this filesystem: the repository's MXNet venv
+        assert p["argv"][p["argv"].index("--") + 1 :].count(str(local_python())) == 1
+    for rank in (0, 1):  # each worker trained: MXNet's Speedometer, three steps
+        lines = (Path(result.run_dir) / f"rank-{rank}.log").read_text().splitlines()
+        taken = [r for r in parse_lines(lines, rank=rank) if r["kind"] == "step"]
+        assert [r["step"] for r in taken if r.get("source") == "mxnet"] == [1, 2, 3, 4]
+    assert slurm.queue_within(5.0) == []
+
+    # a worker that leaves without finalising its KVStore: ps-lite's server and scheduler
+    # would wait forever; the run ends them, and the job with them
+    crash = "import os, mxnet as mx; mx.kv.create('dist_sync'); os._exit(3)"
+    failed = _run_cmd(profile, tmp_path, "dmlc", ["python", "-c", crash], check=False,
+                      timeout=60, grace=1.0)  # fmt: skip
+    assert not failed.ok and failed.exit_code == 3 and failed.seconds < 40, failed.reason
+    m = _manifest(failed.run_dir)
+    assert probe.wait_gone(lambda: probe.marked_pids(m["run_id"]), within=10.0) == []
     assert slurm.queue_within(5.0) == []
 
 

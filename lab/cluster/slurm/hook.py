@@ -22,6 +22,12 @@ What runs where:
   daemons, and the ranks they start, are tasks of the job.
 - horovodrun (Gloo) runs here too; the ``ssh`` first on its PATH is that agent, so its
   probe of each node and each rank it starts are tasks of the job (one step per rank).
+- A role of a parameter-server job (``ps``: TF's workers, servers and chief; ``dmlc``:
+  ps-lite's workers, servers and scheduler) is a process for a node like a rank of
+  ``local``: one srun step each, listening at its node's address on a port the launcher
+  picked for this run (lab.cluster.ports), never a fixed one. The servers end by
+  themselves once the chief (the workers) are done; should one not, the run's end ends
+  its srun, and cancelling the job ends what is left.
 
 Each node's address is its ``NodeAddr`` (what kungfu-run's ``-H`` and torchrun's
 rendezvous need); the ranks find the profile's ``python``'s bin/ first on PATH
@@ -65,9 +71,9 @@ from lab.cluster.slurm.keeper import JobKeeper
 from lab.cluster.slurm.revoke import SLURM_JOB, SLURM_NODES
 from lab.errors import LaunchError
 
-# launchers whose processes run on the nodes (one per rank or per node), and mpirun and
-# horovodrun with srun in ssh's place; TF's parameter servers and ps-lite are not wired yet
-LAUNCHERS_SUPPORTED = ("local", "torchrun", "mpi", "kungfu", "horovod")
+# launchers whose processes run on the nodes (one per rank, role or node), and mpirun and
+# horovodrun with srun in ssh's place; horovodrun's elastic driver is not wired yet
+LAUNCHERS_SUPPORTED = ("local", "torchrun", "mpi", "kungfu", "horovod", "ps", "dmlc")
 CLIENTS = ("salloc", "srun", "scancel", "scontrol", "squeue")
 
 
