@@ -24,10 +24,11 @@ What runs where:
   probe of each node and each rank it starts are tasks of the job (one step per rank).
 - A role of a parameter-server job (``ps``: TF's workers, servers and chief; ``dmlc``:
   ps-lite's workers, servers and scheduler) is a process for a node like a rank of
-  ``local``: one srun step each, listening at its node's address on a port the launcher
-  picked for this run (lab.cluster.ports), never a fixed one. The servers end by
-  themselves once the chief (the workers) are done; should one not, the run's end ends
-  its srun, and cancelling the job ends what is left.
+  ``local``: one srun step each. What the others connect to (every TF task, ps-lite's
+  scheduler) listens at its node's address on a port the launcher picked for this run
+  (lab.cluster.ports), never a fixed one. The servers end by themselves once the chief
+  (ps-lite: the workers) is done; a role that fails ends the run, and with it every
+  role's srun, then the job.
 
 Each node's address is its ``NodeAddr`` (what kungfu-run's ``-H`` and torchrun's
 rendezvous need); the ranks find the profile's ``python``'s bin/ first on PATH
