@@ -140,7 +140,10 @@ def test_spin_emits_steps_and_summary() -> None:
     assert out.returncode == 0, out.stderr
     assert len(steps) >= 2 and len(summary) == 1
     assert sum(s["samples"] for s in steps) == summary[0]["samples"] > 0
-    assert sum(s["cpu_seconds"] for s in steps) == pytest.approx(summary[0]["cpu_seconds"], 1e-3)
+    # the steps' CPU is the whole run's but for the last step record's own printing, which
+    # the summary counts (0.4 ms of 0.4 s once under load: 1e-3 was too tight)
+    total = summary[0]["cpu_seconds"]
+    assert total - 0.005 <= sum(s["cpu_seconds"] for s in steps) <= total + 1e-5  # rounding
 
 
 # ---------------------------------------------------------------- real kernel objects
