@@ -14,14 +14,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from jupyter_pages import open_notebook, run_all, wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.root]
 
-KERNEL_READY = """() => {
-  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-  const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
-  return !!k && k.connectionStatus === 'connected' && k.status === 'idle';
-}"""
 LIMIT_S = 5.0  # Stop to the job gone from squeue
 
 
@@ -71,11 +67,8 @@ def _wait_queue(bed: Any, want: list[str], within: float) -> float:
 def test_stop_withdraws_a_queued_run_twice(held_slurm, lab_server, browser_page, tmp_path) -> None:
     bed, holder = held_slurm
     page = browser_page
-    page.set_default_timeout(60_000)
-    page.goto(lab_server.url("lab/tree/queued_run.ipynb"))
-    page.wait_for_function(KERNEL_READY, timeout=90_000)
-    page.get_by_role("menuitem", name="Run", exact=True).click()
-    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+    open_notebook(page, lab_server, "queued_run.ipynb")
+    run_all(page)
     cell = page.locator(".jp-CodeCell").first
     view = cell.locator(".jp-Cell-outputArea")
     for attempt in (1, 2):
@@ -94,7 +87,7 @@ def test_stop_withdraws_a_queued_run_twice(held_slurm, lab_server, browser_page,
         view.get_by_text("run state: cancelled").wait_for(timeout=30_000)
         headline = view.locator(".distlab-status").first.inner_text()
         assert "stopped from the view" in headline, headline
-        page.wait_for_function(KERNEL_READY, timeout=30_000)
+        wait_idle(page, 30_000)
         page.screenshot(path=str(tmp_path / f"stopped-{attempt}.png"), full_page=True)
         print(f"attempt {attempt}: Stop to job withdrawn {took:.2f} s "
               f"({time.monotonic() - clicked:.2f} s to the cell's end)")  # fmt: skip
