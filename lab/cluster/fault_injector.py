@@ -54,6 +54,7 @@ class FaultInjector:
         self._full_start = emulation.get("startup", "full") == "full"
         self._cgroup_version = int(emulation.get("cgroup_version", 1))
         self.slurm_job: str | None = cluster.extra.get("slurm_job")  # (lab.cluster.slurm.revoke)
+        self.slurm_job_name: str | None = cluster.extra.get("slurm_job_name")
         self.slurm_nodes: dict[str, str] = dict(cluster.extra.get("slurm_nodes") or {})
         self._lifted: dict[str, float] = {}  # host -> its share, while a replacement starts
         self.states = [_State(r) for r in plan]
@@ -225,7 +226,7 @@ class FaultInjector:
         node = self.slurm_nodes.get(s.plan.host, s.plan.host)
         if s.plan.via == "scontrol":
             run = self.run_dir.name if self.run_dir else "?"
-            slurm.take_down(node, f"distlab revoked it (run {run})")
+            slurm.take_down(node, slurm.reason_for(self.slurm_job_name, run))
             return {"via": "scontrol", "node": node, "state": "DOWN"}
         steps = slurm.steps_on(self.slurm_job or "", node)
         slurm.cancel_steps(steps)

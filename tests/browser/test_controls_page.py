@@ -10,29 +10,22 @@ import re
 from pathlib import Path
 
 import pytest
+from jupyter_pages import open_notebook, run_all, wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-KERNEL_READY = """() => {
-  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-  const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
-  return !!k && k.connectionStatus === 'connected' && k.status === 'idle';
-}"""
 NOTEBOOK = "controls.ipynb"
 FIGURE_NAMES = """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
   .map(p => (p.data || []).map(t => [t.name, Array.from(t.x || [])]))"""
 
 
 def _open_and_run_all(page, lab_server) -> None:
-    page.set_default_timeout(60_000)
-    page.goto(lab_server.url(f"lab/tree/{NOTEBOOK}"))
-    page.wait_for_function(KERNEL_READY, timeout=90_000)
-    page.get_by_role("menuitem", name="Run", exact=True).click()
-    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+    open_notebook(page, lab_server, NOTEBOOK)
+    run_all(page)
     # the sweep's one box: its table says both points are done; then the figure
     page.locator(".distlab-sweep-header").get_by_text("2 of 2 done").wait_for(timeout=120_000)
     page.locator(".js-plotly-plot").first.wait_for(state="visible", timeout=60_000)
-    page.wait_for_function(KERNEL_READY, timeout=60_000)
+    wait_idle(page, 60_000)
 
 
 def _shot(page, tmp_path: Path, name: str) -> None:

@@ -4,25 +4,17 @@ notebook, and the page shows both ranks' lines, the final status and the plot.""
 from __future__ import annotations
 
 import pytest
+from jupyter_pages import open_notebook, run_all
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 NOTEBOOK = "two_ranks.ipynb"
-KERNEL_READY = """() => {
-  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-  const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
-  return !!k && k.connectionStatus === 'connected' && k.status === 'idle';
-}"""
 
 
 def test_two_rank_run_in_jupyterlab(lab_server, browser_page) -> None:
     page = browser_page
-    page.set_default_timeout(60_000)
-    page.goto(lab_server.url(f"lab/tree/{NOTEBOOK}"))
-    page.wait_for_function(KERNEL_READY, timeout=90_000)
-
-    page.get_by_role("menuitem", name="Run", exact=True).click()
-    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+    open_notebook(page, lab_server, NOTEBOOK)
+    run_all(page)
 
     view = page.locator(".jp-OutputArea-output .widget-tab")
     view.get_by_text("rank 0 says hello 0").wait_for(state="visible", timeout=90_000)
@@ -50,11 +42,8 @@ def test_two_rank_run_in_jupyterlab(lab_server, browser_page) -> None:
 
 def test_stop_button_ends_the_run(lab_server, browser_page, tmp_path) -> None:
     page = browser_page
-    page.set_default_timeout(60_000)
-    page.goto(lab_server.url("lab/tree/stop_run.ipynb"))
-    page.wait_for_function(KERNEL_READY, timeout=90_000)
-    page.get_by_role("menuitem", name="Run", exact=True).click()
-    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+    open_notebook(page, lab_server, "stop_run.ipynb")
+    run_all(page)
 
     view = page.locator(".jp-OutputArea-output .widget-tab")
     view.get_by_text("rank 0 says hello 2").wait_for(state="visible", timeout=90_000)

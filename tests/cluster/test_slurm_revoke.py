@@ -2,12 +2,16 @@
 (lab.cluster.slurm.testbed, one slurmd per node): a fault plan takes the second node of
 the run's job away with ``scontrol ... State=DOWN`` (then resumes it) or cancels the job's
 steps there with ``scancel``; the rank on it ends at once (under 2 s: left alone it would
-run 4 s more), the rank on the other node runs to its end, and the node comes back."""
+run 4 s more), the rank on the other node runs to its end, and the node comes back, even
+when the lab is killed (``kill -9``) while the node is DOWN."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -138,6 +142,59 @@ def test_cancelled_steps_end_the_rank_and_a_cold_one_starts_there(
     assert manifest["faults"][0]["via"] == "scancel"
     assert slurm.queue_within(5.0) == []
     print(f"scancel: rank 1 ended {ended:.2f} s after; replaced on {node2}")
+
+
+LAB = r"""
+import sys
+from lab.cluster.faults import Revocation
+from lab.cluster.launching import launch
+revocation = Revocation("slurm-node-2", at_time=2.0, replace="none", delay=120.0, via="scontrol")
+launch(["python", "-c", sys.argv[3]], np=2, cluster=sys.argv[1], results_root=sys.argv[2],
+       view=None, timeout=120, faults=[revocation])
+"""
+
+
+@pytest.mark.slow
+def test_kill9_of_the_lab_while_its_node_is_down_gives_the_node_back(
+    slurm_two_nodes: LocalSlurm, tmp_path: Path
+) -> None:
+    """The lab takes node 2 DOWN for 120 s and is killed 0.1-0.2 s later: its job's keeper
+    cancels the job and resumes the node, whose DOWN reason names the job, within 10 s."""
+    slurm = slurm_two_nodes
+    profile = slurm_profile(tmp_path / "slurm-two.yaml", tasks_per_node=1, nodes=2)
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"}
+    lab = subprocess.Popen(
+        [sys.executable, "-c", LAB, str(profile), str(tmp_path / "results"), RANK],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own group: killing the group hits nothing else
+    )
+    try:
+        with NodeWatch(slurm, slurm.nodes[1]) as watch:
+            deadline = time.monotonic() + 90
+            while not any(s.startswith("down") for s in watch.seen):
+                assert lab.poll() is None, f"the lab ended first: {lab.stderr.read()[-2000:]}"
+                assert time.monotonic() < deadline, f"the node never went DOWN: {watch.seen}"
+                time.sleep(0.1)
+            os.killpg(lab.pid, signal.SIGKILL)
+            killed = time.monotonic()
+            lab.wait(10)
+            while time.monotonic() - killed < 15 and (
+                not watch.seen[-1].startswith("idle") or slurm.queue()
+            ):
+                time.sleep(0.1)
+            took = time.monotonic() - killed
+    finally:
+        if lab.poll() is None:
+            os.killpg(lab.pid, signal.SIGKILL)
+            lab.wait(10)
+    downs = [s for s in watch.seen if s.startswith("down")]
+    assert "(job distlab-" in downs[0], downs
+    assert watch.seen[-1].startswith("idle"), f"the node was left DOWN: {watch.seen}"
+    assert slurm.queue_within(5.0) == [] and took < 10, (took, watch.seen)
+    print(f"kill -9 while DOWN: node back and queue empty {took:.2f} s later; {watch.seen}")
 
 
 def test_a_slurm_revocation_is_checked_before_anything_starts(tmp_path: Path) -> None:

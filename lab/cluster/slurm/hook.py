@@ -69,7 +69,7 @@ from lab.cluster.slurm.allocation import (
     tasks_per_node,
 )
 from lab.cluster.slurm.keeper import JobKeeper
-from lab.cluster.slurm.revoke import SLURM_JOB, SLURM_NODES
+from lab.cluster.slurm.revoke import SLURM_JOB, SLURM_JOB_NAME, SLURM_NODES
 from lab.errors import LaunchError
 
 # launchers whose processes run on the nodes (one per rank, role or node), and mpirun and
@@ -129,6 +129,7 @@ class SlurmHook(LaunchHook):
         keeper: JobKeeper | None = None
         if given:
             self.job_id, self.owned = given, False
+            name = os.environ.get("SLURM_JOB_NAME", name)
         else:
             keeper = JobKeeper.start(name)  # cancels the job should the lab be killed
             asked = time.monotonic()
@@ -156,6 +157,7 @@ class SlurmHook(LaunchHook):
                 **cluster.extra,
                 REMOTE_AGENT: agent_command(self.job_id),
                 SLURM_JOB: self.job_id,  # a revocation through Slurm (lab.cluster.slurm.revoke)
+                SLURM_JOB_NAME: name,
                 SLURM_NODES: {h.name: n for h, n in zip(cluster.hosts, self.nodes, strict=False)},
             }
             yield dataclasses.replace(cluster, hosts=hosts, extra=extra)

@@ -13,8 +13,9 @@ however it dies, and its own stdin, a pipe only the lab writes. ``release`` on s
 the lab ended the job itself: the keeper exits. The lab's exit, or stdin's end without
 ``release``, means nobody else will: the keeper cancels every job of this user with that
 name (``scancel --name``: a job still pending too, whose salloc then gives up), waits
-until squeue no longer lists it, and exits. The handshake is lab.cluster.keeping's, as
-for emulated clusters.
+until squeue no longer lists it, resumes the nodes a revocation of the job left DOWN
+(their reason names the job: lab.cluster.slurm.revoke), and exits. The handshake is
+lab.cluster.keeping's, as for emulated clusters.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def watch(owner: int) -> str:
 
 def main(argv: list[str]) -> int:
     from lab.cluster.slurm.allocation import cancel_by_name
+    from lab.cluster.slurm.revoke import resume_left_down
 
     logging.raiseExceptions = False  # stderr may be a dead lab's pipe: never fail on it
     logging.basicConfig(
@@ -72,6 +74,9 @@ def main(argv: list[str]) -> int:
     began = time.monotonic()
     cancel_by_name(name, wait=GONE_S)
     log.info("%s: cancelled job %s in %.2f s", why, name, time.monotonic() - began)
+    resumed = resume_left_down(name)
+    if resumed:
+        log.info("resumed %s, left DOWN by a revocation of job %s", ", ".join(resumed), name)
     return 0
 
 

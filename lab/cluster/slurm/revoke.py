@@ -10,7 +10,9 @@ Two ways, a fault plan's ``via`` (lab.cluster.faults.Revocation):
   revocation's delay the node is resumed (``State=RESUME``): it comes back to its
   partition, idle, not to the job, so nothing can be started on it again in this run.
   Needs a Slurm administrator (root on the test Slurm); a node is never left DOWN by a
-  run that ends, whatever way it ends.
+  run that ends, whatever way it ends, nor by a lab killed meanwhile: the node's DOWN
+  reason names the job, and the job's keeper (lab.cluster.slurm.keeper), which cancels a
+  dead lab's job, resumes the nodes left DOWN under its name.
 - ``"scancel"``: ``scancel JOB.STEP`` for each of the job's steps on N, what any user may
   do: the tasks end, N stays in the job, and a cold replacement starts there again as a
   new step.
@@ -20,6 +22,7 @@ Every call has a timeout and raises LaunchError with Slurm's words when it fails
 
 from __future__ import annotations
 
+import logging
 import subprocess
 
 from lab.cluster.slurm.allocation import client
@@ -27,6 +30,8 @@ from lab.errors import LaunchError
 
 SLURM_JOB = "slurm_job"  # cluster.extra: the job id of a run on a slurm profile
 SLURM_NODES = "slurm_nodes"  # cluster.extra: a profile's host name -> the job's node
+SLURM_JOB_NAME = "slurm_job_name"  # cluster.extra: the job's name (its keeper knows it by it)
+log = logging.getLogger(__name__)
 
 
 def _run(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -44,6 +49,38 @@ def down_argv(node: str, reason: str) -> list[str]:
 
 def resume_argv(node: str) -> list[str]:
     return ["scontrol", "update", f"NodeName={node}", "State=RESUME"]
+
+
+def reason_for(job_name: str | None, run: str) -> str:
+    """The DOWN reason of a node a run revoked (what ``sinfo -R`` shows); it names the job,
+    so that the job's keeper finds the node should the lab die before resuming it."""
+    return f"distlab revoked it (job {job_name or '?'}, run {run})"
+
+
+def down_for(job_name: str) -> list[str]:
+    """The nodes that are DOWN because a run of the job called ``job_name`` revoked them."""
+    out = _run("sinfo", "-h", "-N", "-R", "-o", "%N|%E").stdout  # node names, one a line
+    mark = f"(job {job_name},"
+    rows = (line.partition("|") for line in out.splitlines())
+    return sorted({node for node, _, why in rows if mark in why})
+
+
+def resume_left_down(job_name: str) -> list[str]:
+    """Resume every node a run of ``job_name`` left DOWN (its lab died before doing it);
+    the nodes resumed. Errors are logged, never raised: a keeper calls this on its way out."""
+    try:
+        nodes = down_for(job_name)
+    except (LaunchError, OSError, subprocess.TimeoutExpired) as e:
+        log.error("cannot list the nodes job %s left DOWN: %s", job_name, e)
+        return []
+    resumed = []
+    for node in nodes:
+        try:
+            resume(node)
+            resumed.append(node)
+        except (LaunchError, OSError, subprocess.TimeoutExpired) as e:
+            log.error("cannot resume node %s (left DOWN by job %s): %s", node, job_name, e)
+    return resumed
 
 
 def take_down(node: str, reason: str) -> None:
@@ -81,11 +118,15 @@ def cancel_steps(steps: list[str]) -> None:
 
 __all__ = [
     "SLURM_JOB",
+    "SLURM_JOB_NAME",
     "SLURM_NODES",
     "cancel_steps",
     "down_argv",
+    "down_for",
+    "reason_for",
     "resume",
     "resume_argv",
+    "resume_left_down",
     "steps_on",
     "take_down",
 ]
