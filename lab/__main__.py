@@ -10,7 +10,7 @@ import sys
 # name -> module providing add_parser(subparsers) and main(args) -> int
 SUBCOMMANDS = {
     "launch": "lab.cluster.cli",
-    "notebooks": "lab.experiments.notebooks",
+    "notebooks": "lab.experiments.notebooks_cli",
     "profiles": "lab.cluster.profiles_cli",
     "bench": "lab.experiments.selfbench.cli",
     "report": "lab.experiments.report",

@@ -6,21 +6,20 @@ elsewhere. ``RunView`` redraws from one refresher thread a few times a second by
 widget values (never ``with out:`` from a thread), and draws the final state from
 ``on_end``, which the supervisor calls in the launching thread after the ranks exit, so a
 notebook saved by papermill holds the final logs, status and plot. ``HeadlessProgress``
-prints a throttled line.
+(lab.cluster.view_headless) prints a throttled line.
 """
 
 from __future__ import annotations
 
 import html
-import json
 import logging
-import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, TextIO
+from typing import Any
 
 from lab.cluster.launchers.base import Line, Lines, RunControl
+from lab.cluster.view_headless import HeadlessProgress
 from lab.cluster.view_hosts import hosts_html, hosts_text, read_timeline
 from lab.cluster.view_kernel import in_notebook_kernel
 from lab.cluster.view_render import (
@@ -28,91 +27,28 @@ from lab.cluster.view_render import (
     log_html,
     plot_bundle,
     rank_label,
-    run_name,
     sparkline_svg,
     status_html,
     status_text,
     summary_html,
 )
-from lab.cluster.view_state import LOG_LINES, RunTracker, Snapshot
+from lab.cluster.view_state import LOG_LINES, RunTracker, Snapshot, end_reason
 from lab.errors import ParameterError
+
+__all__ = [
+    "STOPPED_FROM_VIEW",
+    "VIEW_MODES",
+    "HeadlessProgress",
+    "RunView",
+    "ShownIn",
+    "end_reason",
+    "make_view",
+]
 
 log = logging.getLogger(__name__)
 
 VIEW_MODES = ("auto", "widget", "headless", "none")
 STOPPED_FROM_VIEW = "stopped from the view"
-
-
-def end_reason(run_dir: str) -> str:
-    """Why a run ended, in the supervisor's words (the manifest's ``reason``, written
-    before the observers hear of the end); empty when there is none to read."""
-    if not run_dir:
-        return ""
-    try:
-        with open(f"{run_dir}/manifest.json", encoding="utf-8") as f:
-            reason = json.load(f).get("reason")
-    except (OSError, ValueError, AttributeError):
-        return ""
-    return reason if isinstance(reason, str) else ""
-
-
-class HeadlessProgress:
-    """Prints a compact progress line at most every ``interval`` seconds, and the end.
-
-    Args:
-        interval: seconds between progress lines.
-        stream: where to print (default: ``sys.stdout`` at the time of printing).
-    """
-
-    def __init__(self, interval: float = 5.0, stream: TextIO | None = None) -> None:
-        self.interval = interval
-        self._stream = stream
-        self._tracker = RunTracker(log_lines=1)
-        self._lock = threading.Lock()
-        self._last = 0.0
-
-    def _print(self, text: str) -> None:
-        out = self._stream or sys.stdout
-        out.write(text + "\n")
-        out.flush()
-
-    def on_pending(self, words: str, control: RunControl | None = None) -> None:
-        """Print why the run waits, each time that changes (a Slurm job's queue)."""
-        self._tracker.pending(words)
-        self._print(status_text(self._tracker.snapshot()))
-
-    def on_start(self, run_dir: str, ranks: Sequence[int], control: RunControl) -> None:
-        self._tracker.start(run_dir, ranks)
-        self._last = time.monotonic()
-        self._print(f"[run {run_name(run_dir)}] started {len(ranks)} ranks in {run_dir}")
-
-    def on_line(self, line: Line) -> None:
-        self._tracker.add(line)
-        self._maybe_print()
-
-    def on_lines(self, block: Lines) -> None:
-        self._tracker.add_lines(block)
-        self._maybe_print()
-
-    def _maybe_print(self) -> None:
-        now = time.monotonic()
-        if now - self._last < self.interval or not self._lock.acquire(blocking=False):
-            return
-        try:
-            if now - self._last >= self.interval:
-                self._last = now
-                self._print(status_text(self._tracker.snapshot()))
-        finally:
-            self._lock.release()
-
-    def on_end(self, state: str, exit_code: int, rank_exit_codes: Mapping[int, int | None]) -> None:
-        self._tracker.end(state, exit_code, rank_exit_codes, end_reason(self._tracker.run_dir))
-        with self._lock:
-            snap = self._tracker.snapshot()
-            self._print(status_text(snap))
-            hosts = hosts_text(read_timeline(snap.run_dir)) if snap.run_dir else ""
-            if hosts:
-                self._print(f"[run {run_name(snap.run_dir)}] hosts: {hosts}")
 
 
 class RunView:

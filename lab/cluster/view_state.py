@@ -4,11 +4,13 @@ The run's observer thread calls ``RunTracker.add`` for a line, ``add_lines`` for
 block of them, so it only appends to bounded deques under one short lock; the views take
 a ``Snapshot`` when they redraw. Throughput comes from the lab's ``step`` records
 (samples / seconds) and, for unmodified upstream scripts, from Horovod's and KungFu's
-``Iter #k: X img/sec per ...`` lines.
+``Iter #k: X img/sec per ...`` lines. Why a run ended is the manifest's ``reason``
+(``end_reason``), which both views show.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -57,6 +59,19 @@ def throughput_of(text: str) -> tuple[int | None, float] | None:
         if m:
             return None, float(m.group(1))
     return None
+
+
+def end_reason(run_dir: str) -> str:
+    """Why a run ended, in the supervisor's words (the manifest's ``reason``, written
+    before the observers hear of the end); empty when there is none to read."""
+    if not run_dir:
+        return ""
+    try:
+        with open(f"{run_dir}/manifest.json", encoding="utf-8") as f:
+            reason = json.load(f).get("reason")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    return reason if isinstance(reason, str) else ""
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,12 @@ a notebook does not have is refused before anything runs. Kernels run with
 ``--scale paper --rehearse`` runs the paper-scale path on this machine instead, cut and
 kept apart (``rehearse``).
 papermill saves the executed notebook before it raises, so a failed notebook keeps
-every output up to the failing cell.
+every output up to the failing cell. Reading a notebook's parameters cell lives in
+lab.experiments.notebook_parameters, the command line in lab.experiments.notebooks_cli.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import fnmatch
@@ -38,11 +38,32 @@ from typing import Any
 
 from lab.errors import ParameterError
 from lab.experiments.batch import BATCH_ENV
-from lab.experiments.rehearsing import DEFAULT_TIMEOUT_S as REHEARSAL_TIMEOUT_S
+from lab.experiments.notebook_parameters import (
+    check_parameters,
+    parameter_names,
+    parse_parameters,
+)
 from lab.experiments.rehearsing import SUMMARY, cluster_for, rehearsing, write_summary
 from lab.metrics.layout import EXECUTION_ENV, REPO_ROOT, execution_of, results_root
 from lab.metrics.rehearsal import REHEARSALS_DIR, Plan, memory_cap, runs_root
 from lab.metrics.versions import new_version, point, version_path
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "NOTEBOOK_DIR",
+    "SCALES",
+    "TIMINGS_FILE",
+    "NotebookResult",
+    "check_parameters",
+    "copy_beside_runs",
+    "discover",
+    "parameter_names",
+    "parse_parameters",
+    "rehearse",
+    "run_notebook",
+    "run_notebooks",
+    "summary_table",
+]
 
 log = logging.getLogger(__name__)
 
@@ -78,25 +99,6 @@ def discover(root: Path = NOTEBOOK_DIR, patterns: Sequence[str] = ()) -> list[Pa
             if any(fnmatch.fnmatch(str(p.relative_to(root)), pat) for pat in patterns)
         ]
     return found
-
-
-def parameter_names(notebook: Path) -> list[str]:
-    """The names assigned in the notebook's ``parameters`` cell (used to validate it)."""
-    nb = json.loads(notebook.read_text())
-    cells = [
-        c for c in nb.get("cells", []) if "parameters" in c.get("metadata", {}).get("tags", [])
-    ]
-    if len(cells) != 1:
-        raise ValueError(f"{notebook}: {len(cells)} cells tagged 'parameters'; want exactly 1")
-    import ast
-
-    source = "".join(cells[0]["source"])
-    names = []
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.Assign | ast.AnnAssign):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names += [t.id for t in targets if isinstance(t, ast.Name)]
-    return names
 
 
 def run_notebook(
@@ -205,19 +207,6 @@ def copy_beside_runs(
         target.with_suffix(".runs.json").write_text(json.dumps(said, indent=1) + "\n")
         copies.append(target)
     return copies
-
-
-def check_parameters(notebooks: Iterable[Path], parameters: Mapping[str, Any]) -> None:
-    """Refuse, before anything runs, a parameter that a selected notebook does not have."""
-    for nb in notebooks:
-        accepted = set(parameter_names(nb))
-        unknown = set(parameters) - accepted
-        if unknown:
-            raise ParameterError(
-                "parameters",
-                sorted(unknown),
-                f"names in {nb.name}'s parameters cell: {', '.join(sorted(accepted))}",
-            )
 
 
 def _kernel_config(sockets: Path) -> Any:
@@ -364,93 +353,3 @@ def rehearse(
             write_summary(base / SUMMARY, plan, one, root)  # each as it ends
             done += one
     return done
-
-
-# -- command line: python -m lab notebooks ---------------------------------------------
-
-
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "notebooks",
-        help="execute notebooks with papermill into results/notebooks/",
-        description="Execute every notebook (or those matching --only) at the given scale.",
-    )
-    p.add_argument("--scale", choices=SCALES, default=None, help="default: smoke")
-    p.add_argument(
-        "--rehearse",
-        action="store_true",
-        help="paper scale on this machine's rehearsal cluster, cut to a step budget "
-        "(lab.experiments.rehearsing); kept under results/rehearsals/, never a verdict",
-    )
-    p.add_argument(
-        "--cluster", default=None, help="cluster profile name or path (default: each notebook's)"
-    )
-    p.add_argument(
-        "--only",
-        action="append",
-        default=[],
-        metavar="GLOB",
-        help="run only notebooks whose path under notebooks/ matches (repeatable)",
-    )
-    p.add_argument(
-        "--timeout", type=float, default=None, help="seconds allowed per cell (default 900)"
-    )
-    p.add_argument("--out", type=Path, default=None, help="where executed notebooks go")
-    p.add_argument(
-        "-p",
-        "--parameter",
-        nargs=2,
-        action="append",
-        default=[],
-        metavar=("NAME", "VALUE"),
-        help="set a parameter (VALUE read as YAML: 4, [1, 2], ResNet50); repeatable",
-    )
-    p.add_argument("-y", "--yaml", default=None, help="parameters as a YAML mapping")
-    p.set_defaults(handler=main)
-
-
-def main(args: argparse.Namespace) -> int:
-    paths = discover(NOTEBOOK_DIR, args.only)
-    if not paths:
-        print(f"no notebooks match {args.only or '*'} under {NOTEBOOK_DIR}")
-        return 1
-    parameters = parse_parameters(args.parameter, args.yaml)
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    logging.getLogger("papermill").setLevel(logging.WARNING)  # the bar says which one runs
-    if args.rehearse:
-        if args.scale == "smoke" or args.out is not None:
-            raise ParameterError("rehearse", "with --scale smoke or --out", "--scale paper")
-        timeout = args.timeout or REHEARSAL_TIMEOUT_S
-        results = rehearse(paths, args.cluster, timeout=timeout, parameters=parameters)
-    else:
-        results = run_notebooks(
-            paths,
-            out_dir=args.out,
-            scale=args.scale or "smoke",
-            cluster=args.cluster,
-            timeout=args.timeout or DEFAULT_TIMEOUT_S,
-            parameters=parameters,
-        )
-    print(summary_table(results))
-    from lab.experiments.report import write_report
-
-    print(f"report: {write_report()}")
-    return 0 if all(r.ok for r in results) else 1
-
-
-def parse_parameters(pairs: Sequence[Sequence[str]], yaml_text: str | None) -> dict[str, Any]:
-    """Papermill-style parameters: ``-y`` first, then each ``-p NAME VALUE`` (VALUE as YAML)."""
-    import yaml
-
-    params: dict[str, Any] = {}
-    if yaml_text:
-        loaded = yaml.safe_load(yaml_text)
-        if not isinstance(loaded, dict):
-            raise ParameterError("yaml", yaml_text, "a YAML mapping, e.g. '{workers: [1, 2]}'")
-        params.update(loaded)
-    for name, value in pairs:
-        params[name] = yaml.safe_load(value)
-    for reserved in ("scale", "cluster"):
-        if reserved in params:
-            raise ParameterError(reserved, params[reserved], f"--{reserved}, not -p/-y")
-    return params
