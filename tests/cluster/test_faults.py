@@ -119,11 +119,18 @@ def test_revoked_host_is_gone_and_its_events_are_in_the_run(tmp_path: Path) -> N
     run = Path(result.run_dir)  # type: ignore[attr-defined]
     manifest = json.loads((run / "manifest.json").read_text())
     events = read_events(run)
-    # the replacement started at full speed and got h2's share back at its first step
-    assert [e["event"] for e in events] == [
-        "revoked", "revoked_exited", "replaced", "share_restored", "recovered"
+    # the replacement started at full speed and got h2's share back at its first step; when
+    # the lab sees the revoked rank's exit (its event) depends on load: before the cold
+    # replacement 0.5 s later when quiet, after it once with two test workers at load 6
+    names = [e["event"] for e in events]
+    assert [n for n in names if n != "revoked_exited"] == [
+        "revoked", "replaced", "share_restored", "recovered"
     ]  # fmt: skip
-    revoked, exited, replaced, restored, recovered = events
+    assert names.count("revoked_exited") == 1 and names.index("revoked_exited") > 0
+    by_name = {e["event"]: e for e in events}
+    revoked, exited, replaced, restored, recovered = (
+        by_name[n] for n in ("revoked", "revoked_exited", "replaced", "share_restored", "recovered")
+    )
     # ended by the SIGKILL of the host's cgroup (its exit below), not by its own end; how
     # soon the lab sees that is a matter of load (0.02-0.5 s quiet), not asserted here
     assert exited["seconds_since_revoked"] >= 0
