@@ -34,8 +34,11 @@ lint: setup
 	$(VENV)/bin/ruff check lab tests
 	$(VENV)/bin/ruff format --check lab tests
 
+# two pytest workers (pytest-xdist): most slow tests wait on engines starting up, a
+# scheduler or a browser, so the two cores here are busier with two at once; every test
+# picks its own ports, namespaces and temporary files, so they may run side by side
 test: lint
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist worksteal
 
 lab: setup
 	$(PY) -m ipykernel install --sys-prefix --name distlab --display-name "distlab (.venv)"
