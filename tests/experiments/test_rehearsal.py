@@ -104,6 +104,27 @@ def test_scale_parameters_and_points_cut_in_a_rehearsal(
     assert (point["image_size"], point["steps"], point["warmup_steps"]) == (224, 2, 1)
 
 
+def test_cmdare_bottleneck_points_are_cut_in_a_rehearsal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CM-DARE's PS-bottleneck sweep sets its paper steps and worker counts itself, not
+    through scale_parameters: its first rehearsal ran 1-8 workers x 1-2 servers at 200
+    steps each (2-4 min a point, ~50 min in all). A rehearsal samples the workers and cuts
+    the steps and per-rank batch; a measurement keeps the paper's."""
+    from lab.experiments.cmdare import bottleneck
+
+    monkeypatch.delenv(REHEARSAL_ENV, raising=False)
+    paper = bottleneck.workload_config("paper")
+    assert (paper.steps, paper.warmup_steps, paper.batch_size) == (200, 20, 128)
+    assert {p["workers"] for p in bottleneck.points(range(1, 9), [1, 2], "paper")} == set(
+        range(1, 9)
+    )
+    monkeypatch.setenv(REHEARSAL_ENV, PLAN.to_env())
+    cut = bottleneck.workload_config("paper")
+    assert (cut.steps, cut.warmup_steps, cut.batch_size, cut.model) == (2, 1, 4, "cifar_resnet20")
+    points = bottleneck.points(range(1, 9), [1, 2], "paper")
+    assert [(p["workers"], p["ps"]) for p in points] == [(1, 1), (8, 1), (1, 2), (8, 2)]
+    assert bottleneck.settings("paper")["ps_link"] == "1gbit"  # what is not a cost stays
+
+
 def test_a_rehearsal_keeps_its_runs_apart(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from lab.cluster.rundir import new_run_dir
     from lab.metrics.layout import runs_dir

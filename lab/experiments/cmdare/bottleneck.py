@@ -44,12 +44,23 @@ def check_cluster(cluster: Any) -> None:
         raise ParameterError("cluster", cluster, "'emulated' (each point builds its own hosts)")
 
 
-def points(workers: Iterable[int], servers: Iterable[int], scale: str = "smoke") -> list[dict]:
-    """Every (workers, ps) pair, checked; one worker is always included (the prediction
-    needs it)."""
+def settings(scale: str) -> dict[str, Any]:
+    """The scale's settings as they run: the paper's cut where a rehearsal says so (its
+    steps and per-rank batch: lab.experiments.rehearsal), unchanged otherwise."""
+    from lab.experiments import rehearsal
+
     if scale not in SCALES:
         raise ParameterError("scale", scale, ", ".join(SCALES))
+    return rehearsal.apply(SCALES[scale], scale)
+
+
+def points(workers: Iterable[int], servers: Iterable[int], scale: str = "smoke") -> list[dict]:
+    """Every (workers, ps) pair, checked; one worker is always included (the prediction
+    needs it). In a rehearsal the worker counts are sampled as every sweep's are."""
+    from lab.experiments import rehearsal
+
     workload_config(scale)
+    workers = rehearsal.apply({"workers": sorted(set(workers))}, scale)["workers"]
     ws, ps = sorted(set(workers) | {1}), sorted(set(servers))
     for name, values in (("workers", ws), ("servers", ps)):
         if not values or any(not isinstance(v, int) or v < 1 for v in values):
@@ -61,7 +72,7 @@ def cluster(workers: int, ps: int, scale: str) -> Any:
     """h1..hW workers, then the servers, then the chief's host."""
     from lab.cluster.inventory import cluster_from_dict
 
-    s = SCALES[scale]
+    s = settings(scale)
     servers = {f"h{workers + i + 1}": {"cpu": s["ps_cpu"], "link": {"bandwidth": s["ps_link"]}}
                for i in range(ps)}  # fmt: skip
     spec = {"hosts": workers + ps + 1, "slots": 1, "cpu": s["worker_cpu"],
@@ -74,14 +85,15 @@ def workload_config(scale: str) -> SyntheticConfig:
     from lab.bench.synthetic import Config
 
     keys = ("model", "batch_size", "steps", "warmup_steps")
-    return Config.from_values({"backend": "ps", **{k: SCALES[scale][k] for k in keys}})
+    s = settings(scale)
+    return Config.from_values({"backend": "ps", **{k: s[k] for k in keys}})
 
 
 def launch_point(point: Mapping[str, Any], view: Any = "auto") -> Any:
     """Run one point; its RunResult (not raising when the run failed)."""
     from lab.cluster import launch
 
-    s = SCALES[point["scale"]]
+    s = settings(point["scale"])
     w, ps = int(point["workers"]), int(point["ps"])
     servers = [f"h{w + i + 1}" for i in range(ps)]
     return launch(

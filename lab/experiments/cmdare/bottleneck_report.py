@@ -7,7 +7,7 @@ from typing import Any
 
 from lab.errors import NothingMeasured
 from lab.experiments.cmdare import data
-from lab.experiments.cmdare.bottleneck import SCALES, SCALES_WITH
+from lab.experiments.cmdare.bottleneck import SCALES_WITH, settings
 from lab.experiments.cmdare.published import PAPER, PUBLISHED, REPO
 from lab.experiments.verdicts import Status, Verdict
 
@@ -40,7 +40,7 @@ def figure(table: Any, scale: str = "smoke") -> Any:
 
     from lab.metrics.figures import style
 
-    s = SCALES[scale]
+    s = settings(scale)  # as run (a rehearsal's cuts included)
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.09, subplot_titles=(
         "lab: global steps/s", "speedup: lab vs CM-DARE", "lab: busiest server's use"))  # fmt: skip
     fig.update_annotations(font_size=14)
