@@ -116,14 +116,7 @@ def run_notebook(
     import papermill
 
     params = dict(parameters or {})
-    accepted = set(parameter_names(notebook))
-    unknown = set(params) - accepted
-    if unknown:
-        raise ParameterError(
-            "parameters",
-            sorted(unknown),
-            f"names in {notebook.name}'s parameters cell: {', '.join(sorted(accepted))}",
-        )
+    check_parameters([notebook], params)
     execution = new_version()
     executed = version_path(output, execution)
     executed.parent.mkdir(parents=True, exist_ok=True)
