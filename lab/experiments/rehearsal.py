@@ -63,10 +63,11 @@ def _number(v: Any) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
 
-def _cut_one(key: str, value: Any, p: Plan) -> tuple[Any, str]:
-    """The rehearsed value of ``key`` and why ("" when the paper's value is kept)."""
+def _cut_one(key: str, value: Any, p: Plan, floor: int = 0) -> tuple[Any, str]:
+    """The rehearsed value of ``key`` and why ("" when the paper's value is kept); a step
+    or repeat count is never cut below ``floor`` (what the experiment's reading needs)."""
     if key in STEPS and _number(value):
-        cap = getattr(p, STEPS[key])
+        cap = max(getattr(p, STEPS[key]), floor)
         if value > cap:
             return cap, "step budget: a CPU cannot afford the paper's steps"
     elif key in BATCHES and _number(value) and value > p.batch_cap:
@@ -74,7 +75,7 @@ def _cut_one(key: str, value: Any, p: Plan) -> tuple[Any, str]:
     elif key in BUDGETS and _number(value) and value > p.budget_s:
         return p.budget_s, "measuring budget of a rehearsal"
     elif key in REPEATS and _number(value):
-        least = max(p.repeats, REPEAT_FLOORS.get(key, 0))
+        least = max(p.repeats, REPEAT_FLOORS.get(key, 0), floor)
         if value > least:
             return least, "fewest repeats the sweep accepts: a rehearsal measures nothing"
     elif key in WORKERS:
@@ -111,9 +112,15 @@ def _workers(value: Any, p: Plan) -> tuple[Any, str]:
     return type(value)(kept), "; ".join(whys)
 
 
-def rehearse(params: Mapping[str, Any], p: Plan, prefix: str = "") -> tuple[dict, list[Cut]]:
+def rehearse(
+    params: Mapping[str, Any],
+    p: Plan,
+    prefix: str = "",
+    floors: Mapping[str, int] | None = None,
+) -> tuple[dict, list[Cut]]:
     """``params`` with the plan's cuts applied (nested mappings such as ``base`` too), and
-    the cuts made. Pure."""
+    the cuts made; ``floors``: the least a key may be cut to. Pure."""
+    floors = floors or {}
     out: dict[str, Any] = {}
     cuts: list[Cut] = []
     for key, value in params.items():
@@ -122,10 +129,10 @@ def rehearse(params: Mapping[str, Any], p: Plan, prefix: str = "") -> tuple[dict
             out[key] = value  # a scheduled run's steps only bound it: its schedule stops it
             continue
         if isinstance(value, Mapping):
-            out[key], inner = rehearse(value, p, f"{name}.")
+            out[key], inner = rehearse(value, p, f"{name}.", floors)
             cuts += inner
             continue
-        out[key], why = _cut_one(str(key), value, p)
+        out[key], why = _cut_one(str(key), value, p, floors.get(str(key), 0))
         if why:
             cuts.append(Cut(name, value, out[key], why))
     return out, cuts
@@ -144,13 +151,15 @@ def cuts() -> list[dict[str, Any]]:
     return [asdict(c) for c in _CUTS.values()]
 
 
-def apply(params: Mapping[str, Any], scale: str) -> dict[str, Any]:
+def apply(
+    params: Mapping[str, Any], scale: str, floors: Mapping[str, int] | None = None
+) -> dict[str, Any]:
     """``params`` as a rehearsal runs them at paper scale (unchanged otherwise), the cuts
-    noted."""
+    noted; ``floors``: the least a step or repeat count may be cut to."""
     p = active()
     if p is None or scale != "paper":
         return dict(params)
-    out, made = rehearse(params, p)
+    out, made = rehearse(params, p, floors=floors)
     note(made)
     return out
 

@@ -33,6 +33,12 @@ SCALES: dict[str, dict[str, Any]] = {
 }  # fmt: skip
 EXPERIMENT = "cmdare/ps_bottleneck"
 KEY = ["workers", "ps", "scale"]
+MIN_TIMED_STEPS = 3  # a point's speed needs two intervals between timed step ends
+# The fewest steps a rehearsal may cut a point to: its reading needs 3 timed steps after the
+# hosts' shares apply (a step before is not timed: flag_before_shares) and two host-load
+# samples (0.5 s apart) inside them; rehearsals with 2, 3 and 5 steps of ~60 ms failed on
+# one or the other, so ~2.5 s of steps
+REHEARSAL_STEPS = 40
 SCALES_WITH = 0.85  # measured / predicted speed at or above this: no bottleneck
 BUSY = 0.8  # a resource used at or above this fraction is saturated
 
@@ -51,7 +57,7 @@ def settings(scale: str) -> dict[str, Any]:
 
     if scale not in SCALES:
         raise ParameterError("scale", scale, ", ".join(SCALES))
-    return rehearsal.apply(SCALES[scale], scale)
+    return rehearsal.apply(SCALES[scale], scale, floors={"steps": REHEARSAL_STEPS})
 
 
 def points(workers: Iterable[int], servers: Iterable[int], scale: str = "smoke") -> list[dict]:
@@ -121,8 +127,8 @@ def _measure(run_dir: str, workers: int, ps: int) -> dict[str, Any]:
     df = load_run(run_dir)
     steps = past_warmup(df[df["kind"] == "step"], unflagged_is_warmup=True)
     ends = steps["ended_at"].astype(float).sort_values()
-    if len(ends) < 3:
-        raise NothingMeasured(f"{run_dir}: fewer than 3 timed steps")
+    if len(ends) < MIN_TIMED_STEPS:
+        raise NothingMeasured(f"{run_dir}: fewer than {MIN_TIMED_STEPS} timed steps")
     start, end = float(ends.iloc[0]), float(ends.iloc[-1])
     use = utilisation(run_dir, start, end).set_index("host")
     servers = [f"h{workers + i + 1}" for i in range(ps)]
