@@ -391,6 +391,9 @@ def test_after_stop_the_reason_comes_first_and_the_consequences_are_folded(
     status = view.status.value
     assert re.search(r'<b style="color:#b26b00">stopped from the view \(cancelled\)</b>', status)
     head, folded = status.split("<details", 1)
+    # the signal's code is folded; the head names the run directory, whose temporary path
+    # may hold "-15" of its own (pytest-156), so it is left out of the look
+    head = re.sub(r"<code>[^<]*</code>", "", head)
     assert "-15" not in head and "exit codes r0=-15" in folded
     rank0, other = view.logs[0].value, view.logs[None].value
     assert "rank 0 step 1" in rank0 and "<details" not in rank0

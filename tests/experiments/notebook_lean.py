@@ -19,7 +19,7 @@ LEAN: dict[str, dict[str, Any]] = {
         "arms": ["baseline", "p3"],
         "ratios": [1.0, 0.25],
         "batch_size": 8,
-        "steps": 3,
+        "steps": 6,  # 3 lost every timed step of the compute probe to the share switch at load 6
         "warmup_steps": 1,
         "mxnet_steps": 3,
     },
