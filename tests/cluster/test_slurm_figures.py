@@ -7,13 +7,13 @@ notebook saves its verdict with its figure."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from slurm_helpers import Watch
 
 from lab.cluster.inventory import PROFILE_DIR
 from lab.cluster.slurm.testbed import LocalSlurm
@@ -22,26 +22,15 @@ from lab.experiments.notebooks import NOTEBOOK_DIR, run_notebook
 PROFILE = str(PROFILE_DIR / "slurm-local.yaml")
 
 
-class QueueWatch:
+class QueueWatch(Watch):
     """Every job id squeue listed while the block ran (asked every 0.2 s)."""
 
     def __init__(self, slurm: LocalSlurm) -> None:
-        self.slurm, self.seen = slurm, set[str]()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
+        super().__init__(slurm)
+        self.seen = set[str]()
 
-    def _watch(self) -> None:
-        while not self._stop.is_set():
-            self.seen.update(self.slurm.queue())
-            time.sleep(0.2)
-
-    def __enter__(self) -> QueueWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(5)
+    def look(self) -> None:
+        self.seen.update(self.slurm.queue())
 
 
 def run_through_slurm(

@@ -12,12 +12,11 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from slurm_helpers import slurm_profile
+from slurm_helpers import Watch, slurm_profile
 
 from lab.cluster.faults import Revocation, read_events
 from lab.cluster.launching import launch
@@ -35,28 +34,19 @@ RANK = (
 )
 
 
-class NodeWatch:
+class NodeWatch(Watch):
     """The states (and reasons) sinfo gave one node, every 0.1 s, while the block ran."""
 
+    every = 0.1
+
     def __init__(self, slurm: LocalSlurm, node: str) -> None:
-        self.slurm, self.node, self.seen = slurm, node, list[str]()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
+        super().__init__(slurm)
+        self.node, self.seen = node, list[str]()
 
-    def _watch(self) -> None:
-        while not self._stop.is_set():
-            said = self.slurm.run("sinfo", "-h", "-n", self.node, "-o", "%T|%E").stdout.strip()
-            if said and (not self.seen or self.seen[-1] != said):
-                self.seen.append(said)
-            time.sleep(0.1)
-
-    def __enter__(self) -> NodeWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(5)
+    def look(self) -> None:
+        said = self.slurm.run("sinfo", "-h", "-n", self.node, "-o", "%T|%E").stdout.strip()
+        if said and (not self.seen or self.seen[-1] != said):
+            self.seen.append(said)
 
 
 def _log(run_dir: Path, rank: int) -> list[list[str]]:
