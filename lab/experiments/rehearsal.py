@@ -33,9 +33,10 @@ BATCHES = frozenset({"batch_size"})  # per-rank batches; global ones (adaptive) 
 BUDGETS = frozenset({"budget_s"})
 REPEATS = frozenset({"repeats", "min_rounds", "min_repeats", "scaling_rounds", "seeds"})
 WORKERS = frozenset({"workers"})  # ranks of one point: sampled, and capped by memory
-# The fewest repeats a key allows: the protocol's interval needs two values
-# (lab.metrics.protocol.Target.min_repeats; KungFu Fig 8's first rehearsal was refused)
-REPEAT_FLOORS = {"min_repeats": 2}
+# The least a key is cut to in every experiment (an experiment adds its own: ``floors``):
+# the protocol's interval needs two values (lab.metrics.protocol.Target.min_repeats;
+# KungFu Fig 8's first rehearsal was refused)
+FLOORS = {"min_repeats": 2}
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,9 @@ def _number(v: Any) -> bool:
 
 def _cut_one(key: str, value: Any, p: Plan, floor: int = 0) -> tuple[Any, str]:
     """The rehearsed value of ``key`` and why ("" when the paper's value is kept); a step
-    or repeat count is never cut below ``floor`` (what the experiment's reading needs)."""
+    or repeat count is never cut below ``floor`` (what the experiment's reading needs) nor
+    below ``FLOORS``."""
+    floor = max(floor, FLOORS.get(key, 0))
     if key in STEPS and _number(value):
         cap = max(getattr(p, STEPS[key]), floor)
         if value > cap:
@@ -75,7 +78,7 @@ def _cut_one(key: str, value: Any, p: Plan, floor: int = 0) -> tuple[Any, str]:
     elif key in BUDGETS and _number(value) and value > p.budget_s:
         return p.budget_s, "measuring budget of a rehearsal"
     elif key in REPEATS and _number(value):
-        least = max(p.repeats, REPEAT_FLOORS.get(key, 0), floor)
+        least = max(p.repeats, floor)
         if value > least:
             return least, "fewest repeats the sweep accepts: a rehearsal measures nothing"
     elif key in WORKERS:
