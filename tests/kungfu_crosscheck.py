@@ -7,7 +7,9 @@ Pair averaging: the lab's (MPI one-sided, lab.bench.pair_averaging) and KungFu's
 problem (same per-rank data and batches, plain SGD from w = 0). Peers are picked at random
 and interleave differently, so the curves are not equal step by step: the lab's numpy steps
 take microseconds, so one rank may run dozens of steps ahead and average with a stale peer
-(true asynchrony), while KungFu's steps wait for a network request. What must agree is where
+(true asynchrony), while KungFu's steps wait for a network request. The test pads both to
+2 ms a step (``--step-time``, a model's pace): unpadded, one lab peer under load could run
+all 300 steps against a peer that had not moved. What must agree is where
 both settle: the peers' mean evaluation loss over the last fifth of the run.
 
 Gradient noise scale: in one KungFu run (lab.bench.synthetic --backend kungfu-sync

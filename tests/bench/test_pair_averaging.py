@@ -17,6 +17,7 @@ from lab.bench.pair_averaging import (
     RegressionTrainer,
     choose_peer,
     make_regression,
+    pad_step,
     parse_args,
     squared_loss,
 )
@@ -55,6 +56,20 @@ def test_regression_sgd_alone_reaches_the_noise_floor() -> None:
     flat = trainer.get_flat()
     trainer.set_flat(np.zeros_like(flat))
     assert trainer.eval_loss() == pytest.approx(first)
+
+
+def test_pad_step_sleeps_only_the_rest_of_the_step() -> None:
+    import time
+
+    start = time.perf_counter()
+    pad_step(start, 0.05)
+    assert time.perf_counter() - start >= 0.05
+    late = time.perf_counter() - 1.0  # a step that already took a second is not padded
+    before = time.perf_counter()
+    pad_step(late, 0.05)
+    assert time.perf_counter() - before < 0.05
+    with pytest.raises(SystemExit):
+        parse_args(["--task", "regression", "--step-time", "-1"])
 
 
 def test_flags_are_checked_and_regression_needs_no_model() -> None:
