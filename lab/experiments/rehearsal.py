@@ -13,7 +13,7 @@ kernel's list, so a reader sees what the rehearsal did not run.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -165,6 +165,61 @@ def apply(
     out, made = rehearse(params, p, floors=floors)
     note(made)
     return out
+
+
+def scale_together(
+    params: Mapping[str, Any], keys: tuple[str, ...], lead: str, to: int, scale: str
+) -> dict[str, Any]:
+    """``params`` with ``keys`` (step counts, or lists of them) scaled by the one factor
+    that brings ``lead`` down to ``to``, in a rehearsal at paper scale (unchanged
+    otherwise): counts that place events in a run (a revocation's step, a checkpoint
+    interval) keep their proportions, where cutting each to the step budget alone would
+    put the event after the run's end. The cuts are noted."""
+    p = active()
+    if p is None or scale != "paper" or not params[lead] > to:
+        return dict(params)
+    factor = to / params[lead]
+    out, made = dict(params), []
+    for key in keys:
+        value = params[key]
+        if isinstance(value, list | tuple):
+            out[key] = type(value)(max(1, round(v * factor)) for v in value)
+        else:
+            out[key] = max(1, round(value * factor))
+        if out[key] != value:
+            why = f"scaled with {lead} ({params[lead]} -> {to}): the run keeps its shape"
+            made.append(Cut(key, value, out[key], why))
+    note(made)
+    return out
+
+
+def replace(params: Mapping[str, Any], values: Mapping[str, Any], why: str, scale: str) -> dict:
+    """``params`` with ``values`` put in, in a rehearsal at paper scale (unchanged
+    otherwise): an experiment's own cut of what the plan does not know; noted with ``why``."""
+    if active() is None or scale != "paper":
+        return dict(params)
+    note([Cut(k, params[k], v, why) for k, v in values.items() if params[k] != v])
+    return {**params, **values}
+
+
+def cover(points: Sequence[Mapping[str, Any]], scale: str) -> list[dict[str, Any]]:
+    """A rehearsal's sample of a sweep's points (a product of axes, say): few points that
+    still run every value of every key at least once, picked greedily by the values each
+    adds (a 5 x 3 x 6 product: 6 points); every point otherwise. The cut is noted."""
+    chosen = [dict(pt) for pt in points]
+    if active() is None or scale != "paper":
+        return chosen
+    values = [{(k, repr(v)) for k, v in pt.items()} for pt in chosen]
+    unseen = set().union(*values) if values else set()
+    picked: list[int] = []
+    while unseen:
+        best = max(range(len(chosen)), key=lambda i: len(values[i] & unseen))
+        picked.append(best)
+        unseen -= values[best]
+    if len(picked) < len(chosen):
+        why = "sampled: every value of every key at least once"
+        note([Cut("points", len(chosen), len(picked), why)])
+    return [chosen[i] for i in sorted(picked)]
 
 
 def record() -> dict[str, Any] | None:

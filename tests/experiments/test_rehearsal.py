@@ -128,6 +128,53 @@ def test_cmdare_bottleneck_points_are_cut_in_a_rehearsal(monkeypatch: pytest.Mon
     assert bottleneck.settings("paper")["ps_link"] == "1gbit"  # what is not a cost stays
 
 
+def test_cmdare_revocation_keeps_its_shape_in_a_rehearsal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CM-DARE's revocation runs place events by step: a revocation at 2000 of 4000
+    worker steps, checkpoints every 2000, the chief revoked 500-1900 steps after one. Cut
+    to the step budget alone, no revocation would happen; a rehearsal scales them by one
+    factor, to the smoke run's length, and every chief revocation stays within a
+    checkpoint interval."""
+    from lab.experiments.cmdare import revocation
+
+    monkeypatch.delenv(REHEARSAL_ENV, raising=False)
+    paper = revocation.settings("paper", [500, 1900])
+    assert (paper["worker_steps"], paper["revoke_at"], paper["since"]) == (4000, 2000, [500, 1900])
+    monkeypatch.setenv(REHEARSAL_ENV, PLAN.to_env())
+    cut = revocation.settings("paper", [500, 1000, 1500, 1900])
+    assert cut["worker_steps"] == revocation.SCALES["smoke"]["worker_steps"] == 560
+    assert (cut["revoke_at"], cut["checkpoint_every"], cut["chief_after"]) == (280, 280, 28)
+    assert cut["since"] == [70, 140, 210, 266] and cut["delay"] == 1.0
+    assert (cut["batch_size"], cut["checkpoint_steps"], cut["model"]) == (4, 2, "cifar_resnet32")
+    points = revocation.points(["cold"], [500, 1000, 1500, 1900], ["ResNet50"], "paper")
+    [chief] = [p for p in points if p["kind"] == "chief"]
+    assert revocation.sinces(chief) == [70, 140, 210, 266]
+    assert revocation.workload_config(chief, "/nonexistent").checkpoint_every == 280
+    assert revocation.settings("smoke") == {**revocation.SCALES["smoke"], "since": []}
+
+
+def test_cover_runs_every_value_of_every_key_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CM-DARE's speed-model sweep is a product (5 models x 3 shares x 6 cluster sizes,
+    90 PS runs): a rehearsal runs a few points that have every value of each key."""
+    from lab.experiments.cmdare import labspeed
+
+    models, cpus, sizes = ["a", "b", "c", "d", "e"], [0.25, 0.5, 1.0], [1, 2, 4, 8]
+    grid = [{"model": m, "cpu": c, "workers": w} for m in models for c in cpus for w in sizes]
+    monkeypatch.delenv(REHEARSAL_ENV, raising=False)
+    assert rehearsal.cover(grid, "paper") == grid
+    monkeypatch.setenv(REHEARSAL_ENV, PLAN.to_env())
+    assert rehearsal.cover(grid, "smoke") == grid
+    sample = rehearsal.cover(grid, "paper")
+    assert len(sample) == 5 and all(p in grid for p in sample)
+    for key, values in (("model", models), ("cpu", cpus), ("workers", sizes)):
+        assert {p[key] for p in sample} == set(values)
+    point = labspeed.complete(
+        {"model": "cifar_resnet8", "cpu": 1.0, "workers": 8, "ps": 2}, "paper"
+    )
+    assert (point["workers"], point["batch_size"], point["steps"]) == (8, 4, 10)  # PLAN: 8 ranks
+
+
 def test_a_rehearsal_keeps_its_runs_apart(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from lab.cluster.rundir import new_run_dir
     from lab.metrics.layout import runs_dir

@@ -55,11 +55,16 @@ def workload_config(point: Mapping[str, Any]) -> SyntheticConfig:
 
 
 def complete(point: Mapping[str, Any], scale: str = "smoke") -> dict[str, Any]:
-    """The point with the scale's workload settings, checked before anything starts."""
+    """The point with the scale's workload settings, checked before anything starts; a
+    rehearsal cuts them as every rehearsal does, its timed steps no fewer than the smoke
+    run's (a step time needs some after the emulated hosts' shares apply)."""
+    from lab.experiments import rehearsal
+
     if scale not in SCALES:
         raise ParameterError("scale", scale, ", ".join(SCALES))
     defaults = {k: v for k, v in SCALES[scale].items() if k != "timeout"}
-    full = {**defaults, **point}
+    floors = {"steps": SCALES["smoke"]["steps"]}
+    full = rehearsal.apply({**defaults, **point}, scale, floors=floors)
     missing = [k for k in ("model", "cpu", "workers", "ps") if k not in full]
     if missing:
         raise ParameterError("point", dict(point), "keys model, cpu, workers, ps")
@@ -126,17 +131,18 @@ def run_sweep(
     rerun: bool = False,
 ) -> Any:
     """Every point, resumably (lab.experiments.sweeps.run_sweep); the summary, one row per
-    point.
+    point. A rehearsal runs a sample that has every value of every key once.
 
     Raises:
         ParameterError: a point is bad (checked before the first run starts).
         NothingMeasured: no point succeeded (in a batch run: one failed).
     """
+    from lab.experiments import rehearsal
     from lab.experiments.sweeps import run_sweep as sweep
 
     return sweep(
         experiment,
-        list(points),
+        rehearsal.cover(list(points), scale),
         scale=scale,
         rerun=rerun,
         view=view,

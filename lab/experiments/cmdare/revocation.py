@@ -50,6 +50,10 @@ SCALES: dict[str, dict[str, Any]] = {
               "worker_steps": 4000, "cpu": 1.0, "checkpoint_every": 2000, "revoke_at": 2000,
               "delay": 30.0, "timeout": 3600, "checkpoint_steps": 10, "chief_grace": 300.0},
 }  # fmt: skip
+# A rehearsal keeps a run's shape at the smoke run's length (which measured a replacement's
+# return, ~6-8 s after a revocation): the step counts that place its events are scaled by
+# one factor, and the replacement delay is the smoke run's
+SHAPE = ("worker_steps", "revoke_at", "checkpoint_every", "chief_after", "since")
 KINDS = ("worker", "chief", "checkpoint")
 WARMUP = 2  # warm-up steps per worker
 WORKERS = 2  # of a worker or chief run: h1 and h2 (a checkpoint run has one)
@@ -72,6 +76,24 @@ def check_cluster(cluster: Any) -> None:
         raise ParameterError("cluster", cluster, "'emulated' (each point builds its own hosts)")
 
 
+def settings(scale: str, since: Iterable[int] = ()) -> dict[str, Any]:
+    """The scale's settings as they run, with ``since`` (the chief's revocations, steps
+    after a checkpoint): a rehearsal scales the step counts that place the run's events
+    together (``SHAPE``), takes the smoke run's replacement delay and cuts the rest as
+    every rehearsal does (lab.experiments.rehearsal); unchanged otherwise."""
+    from lab.experiments import rehearsal
+
+    if scale not in SCALES:
+        raise ParameterError("scale", scale, ", ".join(SCALES))
+    smoke = SCALES["smoke"]
+    s = {**SCALES[scale], "since": list(since)}
+    s = rehearsal.scale_together(s, SHAPE, "worker_steps", smoke["worker_steps"], scale)
+    s = rehearsal.replace(s, {"delay": smoke["delay"]}, "replacement delay of the smoke run, "
+                          "whose survivor outlasts it", scale)  # fmt: skip
+    shape = {k: s.pop(k) for k in SHAPE}  # cut already; one chief run takes every since
+    return {**rehearsal.apply(s, scale), **shape}
+
+
 def points(
     modes: Iterable[str], since: Iterable[int], models: Iterable[str], scale: str = "smoke"
 ) -> list[dict[str, Any]]:
@@ -80,18 +102,16 @@ def points(
     by "+"), one checkpoint run per model."""
     from lab.bench.models import get_spec
 
-    if scale not in SCALES:
-        raise ParameterError("scale", scale, ", ".join(SCALES))
-    every = SCALES[scale]["checkpoint_every"]
+    s = settings(scale, since)
+    every, since = s["checkpoint_every"], s["since"]
     out: list[dict[str, Any]] = []
     for mode in modes:
         if mode not in MODES:
             raise ParameterError("modes", mode, ", ".join(MODES))
         out.append({"kind": "worker", "mode": mode, "since": 0, "model": "", "scale": scale})
-    since = list(since)
-    for s in since:
-        if not isinstance(s, int) or isinstance(s, bool) or not 0 < s < every:
-            raise ParameterError("since", s, f"steps after a checkpoint, 1..{every - 1}")
+    for n in since:
+        if not isinstance(n, int) or isinstance(n, bool) or not 0 < n < every:
+            raise ParameterError("since", n, f"steps after a checkpoint, 1..{every - 1}")
     if since:
         out.append({"kind": "chief", "mode": "cold", "since": "+".join(map(str, since)),
                     "model": "", "scale": scale})  # fmt: skip
@@ -113,7 +133,7 @@ def chief_steps(point: Mapping[str, Any], workers: int) -> int:
     beyond it. The fault plan's check counts the scheduled steps, not the redone ones that
     the injector also counts (``chief_revocations``): the last revocation's count must
     fall within them."""
-    s = SCALES[point["scale"]]
+    s = settings(point["scale"])
     after = sinces(point)
     needed = s["checkpoint_every"] * len(after) + after[-1] + s["chief_after"]
     last = chief_revocations(point, s)[-1].at_step or 0
@@ -143,7 +163,7 @@ def workload_config(point: Mapping[str, Any], checkpoint_dir: str) -> SyntheticC
     steps (and the servers wait up to ``chief_grace`` s for the chief's replacement)."""
     from lab.bench.synthetic import Config
 
-    s = SCALES[point["scale"]]
+    s = settings(point["scale"])
     kind = point["kind"]
     if kind not in KINDS:
         raise ParameterError("kind", kind, ", ".join(KINDS))
@@ -171,7 +191,7 @@ def launch_point(point: Mapping[str, Any], view: Any = "auto") -> Any:
     from lab.cluster import launch
     from lab.cluster.faults import Revocation
 
-    s = SCALES[point["scale"]]
+    s = settings(point["scale"])
     kind = point["kind"]
     with tempfile.TemporaryDirectory(prefix="distlab-ckpt-") as ckpt:
         cfg = workload_config(point, ckpt)

@@ -12,7 +12,7 @@ from lab.errors import NothingMeasured
 from lab.experiments.cmdare import data
 from lab.experiments.cmdare import revocation_cost as rev
 from lab.experiments.cmdare.published import PUBLISHED
-from lab.experiments.cmdare.revocation import SCALES, records, revoked_at, sinces, steps_of
+from lab.experiments.cmdare.revocation import records, revoked_at, settings, sinces, steps_of
 from lab.experiments.cmdare.speed_model import ModelSpec, fit
 from lab.metrics import hostload
 
@@ -127,7 +127,7 @@ def chief_overheads(summary: Any) -> Any:
 
     rows = []
     for _, r in _kind(summary, "chief").iterrows():
-        planned, every = sinces(r), SCALES[r["scale"]]["checkpoint_every"]
+        planned, every = sinces(r), settings(r["scale"])["checkpoint_every"]
         for i, (at, steps) in enumerate(chief_restarts(r["run_dir"])):
             restart, redo, reached = rev.restart_parts(steps, at)
             seconds = restart + redo
