@@ -13,7 +13,7 @@ kernel's list, so a reader sees what the rehearsal did not run.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -202,16 +202,23 @@ def replace(params: Mapping[str, Any], values: Mapping[str, Any], why: str, scal
     return {**params, **values}
 
 
-def cover(points: Sequence[Mapping[str, Any]], scale: str) -> list[dict[str, Any]]:
-    """A rehearsal's sample of a sweep's points (a product of axes, say): few points that
-    still run every value of every key at least once, picked greedily by the values each
-    adds (a 5 x 3 x 6 product: 6 points); every point otherwise. The cut is noted."""
+def cover(
+    points: Sequence[Mapping[str, Any]],
+    scale: str,
+    keep: Callable[[Mapping[str, Any]], bool] | None = None,
+) -> list[dict[str, Any]]:
+    """A rehearsal's sample of a sweep's points (a product of axes, say): the points
+    ``keep`` names (what a verdict compares), then few more that still run every value of
+    every key at least once, picked greedily by the values each adds (a 5 x 3 x 6 product:
+    5 points); every point otherwise. The cut is noted."""
     chosen = [dict(pt) for pt in points]
     if active() is None or scale != "paper":
         return chosen
     values = [{(k, repr(v)) for k, v in pt.items()} for pt in chosen]
     unseen = set().union(*values) if values else set()
-    picked: list[int] = []
+    picked = [i for i, pt in enumerate(chosen) if keep is not None and keep(pt)]
+    for i in picked:
+        unseen -= values[i]
     while unseen:
         best = max(range(len(chosen)), key=lambda i: len(values[i] & unseen))
         picked.append(best)

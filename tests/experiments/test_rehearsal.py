@@ -175,6 +175,28 @@ def test_cover_runs_every_value_of_every_key_once(monkeypatch: pytest.MonkeyPatc
     assert (point["workers"], point["batch_size"], point["steps"]) == (8, 4, 10)  # PLAN: 8 ranks
 
 
+def test_benchmark_rehearsal_keeps_what_its_verdict_compares(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The sync-SGD benchmark's paper grid is 7 systems x 2 models x 3 worker counts (its
+    first rehearsal ran 28 points in ~10 min): a rehearsal keeps every system at the
+    largest worker count with the first model (the verdict's ratio), the first system at
+    the fewest (an efficiency), and covers the second model once."""
+    from lab.experiments.benchmark import sync
+    from lab.experiments.points import scale_parameters
+
+    monkeypatch.setenv(REHEARSAL_ENV, PLAN.to_env())
+    p = scale_parameters("paper", sync.DEFAULTS)
+    systems = sync.DEFAULTS["paper"]["systems"]
+    pts = sync.points(p, systems, "paper")
+    top = [q["system"] for q in pts if (q["model"], q["workers"]) == ("ResNet50", 4)]
+    assert top == systems and len(pts) == len(systems) + 2
+    assert p["workers"] == [1, 4]
+    assert {"system": systems[0], "model": "ResNet50", "workers": 1, "batch_size": 4} in pts
+    assert {q["model"] for q in pts} == {"ResNet50", "MobileNetV2"}
+    assert len(sync.points(p, systems, "smoke")) == 2 * len(systems) * len(p["workers"])
+
+
 def test_a_rehearsal_keeps_its_runs_apart(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from lab.cluster.rundir import new_run_dir
     from lab.metrics.layout import runs_dir

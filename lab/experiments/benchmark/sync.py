@@ -100,21 +100,35 @@ TABLE_COLUMNS = [
 ]
 
 
-def points(p: Mapping[str, Any], systems: Sequence[str]) -> list[dict[str, Any]]:
+def points(
+    p: Mapping[str, Any], systems: Sequence[str], scale: str = "smoke"
+) -> list[dict[str, Any]]:
+    """The grid systems x models x workers. A rehearsal runs every system with the first
+    model at the largest worker count (what the verdict compares), the first system at the
+    fewest too (a scaling efficiency), and covers the rest (every model and worker count
+    once): 9 of the paper's 28 points."""
+    from lab.experiments import rehearsal
     from lab.experiments.points import grid
 
     steps = {"steps": p["steps"]} if p.get("steps") else {}  # else the scale's
-    return grid(
+    pts = grid(
         system=list(systems),
         model=list(p["models"]),
         workers=list(p["workers"]),
         batch_size=p["batch_size"],
         **steps,
     )
+    top, least, first = max(p["workers"]), min(p["workers"]), p["models"][0]
+
+    def compared(q: Mapping[str, Any]) -> bool:
+        one = q["system"] == systems[0] and q["workers"] == least
+        return q["model"] == first and (q["workers"] == top or one)
+
+    return rehearsal.cover(pts, scale, keep=compared)
 
 
 def protocol_points(
-    p: Mapping[str, Any], systems: Sequence[str]
+    p: Mapping[str, Any], systems: Sequence[str], scale: str = "smoke"
 ) -> tuple[list[dict[str, Any]], list[tuple[str, str, int]], list[Any]]:
     """The protocol's inputs: the points, their keys ``(system, model, workers)``, the
     total throughput of each as compared quantities and, at the largest worker count,
@@ -122,7 +136,7 @@ def protocol_points(
     shares cancels; ``verdict`` reads it)."""
     from lab.metrics.protocol import throughput
 
-    pts = points(p, systems)
+    pts = points(p, systems, scale)
     keys = [(str(q["system"]), str(q["model"]), int(q["workers"])) for q in pts]
     compared = [throughput(k, "throughput({} · {} · {} workers)".format(*k)) for k in keys]
     return pts, keys, compared + pair_speedups(keys, fig9.is_kungfu, fig9.is_horovod)
