@@ -54,8 +54,10 @@ def guarded(
     ``grace`` and the environment explicitly: on its command line, except the ``secret``
     variables, which the local guard writes into the ssh channel (``--send-env``) and the
     remote guard reads from its stdin (``--stdin-env``). Every process carries
-    ``LAB_RUN_ID``."""
-    env = {"PYTHONUNBUFFERED": "1", **spec.env, RUN_ID_ENV: run_id}
+    ``LAB_RUN_ID``, and Python's fault handler: a rank killed by a signal (a SIGSEGV in
+    TF's parameter-server chief, seen once in a thousand runs) leaves every thread's
+    Python stack in its log, and still dies of that signal."""
+    env = {"PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1", **spec.env, RUN_ID_ENV: run_id}
     # -I -S: the guard is stdlib-only, so it skips site (the venv's .pth files) and
     # the user's PYTHON* variables; its child still gets the whole environment.
     guard = [sys.executable, "-I", "-S", str(GUARD_PATH)]

@@ -121,6 +121,21 @@ def test_failing_rank_ends_run_and_every_process(tmp_path: Path, probe) -> None:
     assert manifest["state"] == "failed" and manifest["failures"][0]["rank"] == 2
 
 
+def test_a_rank_killed_by_a_signal_leaves_its_python_stack(tmp_path: Path) -> None:
+    """A rank that segfaults (TF's PS chief did once in make test, with an empty log)
+    prints its threads' Python stacks through the fault handler, and the run still
+    names the signal."""
+    import sys
+
+    crash = "import ctypes\ndef deep_in_the_step():\n    ctypes.string_at(0)\ndeep_in_the_step()"
+    with pytest.raises(RanksFailed) as info:
+        launch([sys.executable, "-c", crash], np=1, results_root=tmp_path, view=None, timeout=60)
+    root = info.value.root_cause
+    assert root is not None and root.signal == "SIGSEGV"
+    log = (Path(info.value.run_dir) / "rank-0.log").read_text()
+    assert "Fatal Python error: Segmentation fault" in log and "deep_in_the_step" in log
+
+
 @pytest.mark.slow
 def test_timeout_ends_everything(tmp_path: Path, probe) -> None:
     cmd = probe.rank_command("--sleep", "120", "--ignore-term", "0", "--setsid-child", "1")
