@@ -8,6 +8,7 @@ record per configuration (image size, micro-batches k) it measured.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -78,13 +79,25 @@ def startup_seconds(
     """Median seconds from a stand-in run's start to a rank's first step: what starting (or
     restarting) a job on a device costs here — processes, imports, model — measured, not
     assumed."""
+    runs = [run_dir for run_dir, _ in _succeeded(experiment, results_root)]
+    return startup_of(runs, f"no succeeded stand-in run under results/runs/{experiment}")
+
+
+def startup_of(run_dirs: Iterable[str | os.PathLike[str]], none: str = "") -> float:
+    """Median seconds from a run's start to a rank's first step, over ``run_dirs`` (any
+    runs: the stand-ins', or EST runs at paper scale).
+
+    Raises:
+        NothingMeasured: no run has a start time and a step (``none`` says where).
+    """
     import statistics
 
     from lab.metrics import load_run
+    from lab.metrics.store import read_manifest
 
     waits = []
-    for run_dir, manifest in _succeeded(experiment, results_root):
-        started = (manifest.get("started") or {}).get("epoch")
+    for run_dir in run_dirs:
+        started = (read_manifest(run_dir).get("started") or {}).get("epoch")
         records = load_run(run_dir)
         steps = records[records["kind"] == "step"]
         if not started or steps.empty or "time" not in steps:
@@ -92,5 +105,5 @@ def startup_seconds(
         first = steps.groupby("rank")["time"].min().astype(float)
         waits.extend(float(t) - float(started) for t in first)
     if not waits:
-        raise NothingMeasured(f"no succeeded stand-in run under results/runs/{experiment}")
+        raise NothingMeasured(none or "no run with a start time and a step")
     return float(statistics.median(waits))

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from lab.errors import NothingMeasured, ParameterError
-from lab.experiments.easyscale.standin_runs import EXPERIMENT, measured, startup_seconds
+from lab.experiments.easyscale.standin_runs import EXPERIMENT, measured, startup_of, startup_seconds
 from lab.experiments.easyscale.steptimes import COLUMNS
 
 if TYPE_CHECKING:
@@ -36,7 +36,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EXPERIMENT", "measure", "measured", "points", "standin_table", "startup_seconds"]
+__all__ = [
+    "EXPERIMENT",
+    "measure",
+    "measured",
+    "points",
+    "standin_table",
+    "startup_of",
+    "startup_seconds",
+]
 
 
 @dataclass(frozen=True)
