@@ -54,7 +54,7 @@ def test_measuring_is_refused_before_anything_starts() -> None:
         est_table.measure("rehearsal", models=["bert"])
 
 
-def test_a_restart_cost_needs_a_run_with_a_step(tmp_path) -> None:
+def test_a_restart_cost_needs_a_run_with_a_step() -> None:
     from lab.errors import NothingMeasured
     from lab.experiments.easyscale.standin_runs import startup_of
 
