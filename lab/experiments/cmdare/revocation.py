@@ -54,6 +54,7 @@ SCALES: dict[str, dict[str, Any]] = {
 # return, ~6-8 s after a revocation): the step counts that place its events are scaled by
 # one factor, and the replacement delay is the smoke run's
 SHAPE = ("worker_steps", "revoke_at", "checkpoint_every", "chief_after", "since")
+LINE_POINTS = 3  # revocations the chief verdict's line needs (revocation_verdicts)
 KINDS = ("worker", "chief", "checkpoint")
 WARMUP = 2  # warm-up steps per worker
 WORKERS = 2  # of a worker or chief run: h1 and h2 (a checkpoint run has one)
@@ -79,8 +80,9 @@ def check_cluster(cluster: Any) -> None:
 def settings(scale: str, since: Iterable[int] = ()) -> dict[str, Any]:
     """The scale's settings as they run, with ``since`` (the chief's revocations, steps
     after a checkpoint): a rehearsal scales the step counts that place the run's events
-    together (``SHAPE``), takes the smoke run's replacement delay and cuts the rest as
-    every rehearsal does (lab.experiments.rehearsal); unchanged otherwise."""
+    together (``SHAPE``), takes the smoke run's replacement delay, samples ``since`` to
+    ``LINE_POINTS`` and cuts the rest as every rehearsal does (lab.experiments.rehearsal);
+    unchanged otherwise."""
     from lab.experiments import rehearsal
 
     if scale not in SCALES:
@@ -90,7 +92,11 @@ def settings(scale: str, since: Iterable[int] = ()) -> dict[str, Any]:
     s = rehearsal.scale_together(s, SHAPE, "worker_steps", smoke["worker_steps"], scale)
     s = rehearsal.replace(s, {"delay": smoke["delay"]}, "replacement delay of the smoke run, "
                           "whose survivor outlasts it", scale)  # fmt: skip
-    shape = {k: s.pop(k) for k in SHAPE}  # cut already; one chief run takes every since
+    after = s["since"]
+    if len(after) > LINE_POINTS:  # the chief run's four revocations took 240 s of 590
+        three = [after[0], after[len(after) // 2], after[-1]]
+        s = rehearsal.replace(s, {"since": three}, "sampled to the three a line needs", scale)
+    shape = {k: s.pop(k) for k in SHAPE}  # cut already
     return {**rehearsal.apply(s, scale), **shape}
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from lab.errors import NothingMeasured
 from lab.experiments.cmdare import revocation_cost as rev
 from lab.experiments.cmdare.published import PAPER, PUBLISHED
+from lab.experiments.cmdare.revocation import LINE_POINTS
 from lab.experiments.cmdare.revocation_tables import HARDWARE, chief_source, published_chief
 from lab.experiments.verdicts import Status, Verdict, percent
 
@@ -156,8 +157,10 @@ def chief_verdict(lab: Any, scale: str = "smoke") -> Verdict:
     restart, a process's start, does not depend on the steps and its run-to-run spread
     (11-15 s here) hid a 4 s rise, so the fit of the whole overhead flipped between runs.
     The slopes are compared in steps of training time lost per step since the checkpoint."""
-    if lab is None or lab["since"].nunique() < 3:
-        raise NothingMeasured("a line needs chief revocations at three or more step counts")
+    if lab is None or lab["since"].nunique() < LINE_POINTS:
+        raise NothingMeasured(
+            f"a line needs chief revocations at {LINE_POINTS} or more step counts"
+        )
     parts = "redo_s" in lab
     _, slope, r2 = rev.linear_fit(lab["since"], lab["redo_s" if parts else "overhead_s"])
     lab_slope = slope * float(lab["rate_before"].median())
