@@ -92,24 +92,36 @@ def _cut_one(key: str, value: Any, p: Plan, floor: int = 0) -> tuple[Any, str]:
     return value, ""
 
 
+def _divisor_cap(paper: Any, cap: int) -> int:
+    """The most ranks, at most ``cap``, that divide the paper's count: papers run powers of
+    two, and a count that does not divide theirs breaks their batch splits (KungFu's
+    adaptive batch of 32 over the 3 ranks memory held was refused by every rank)."""
+    return max(d for d in range(1, cap + 1) if int(paper) % d == 0)
+
+
+def _cap_why(memory: int, cap: int, paper: Any) -> str:
+    divides = "" if cap == memory else f", {cap} of which divides {paper}"
+    return f"worker cap: this machine's memory holds {memory} ranks{divides}"
+
+
 def _workers(value: Any, p: Plan) -> tuple[Any, str]:
     """Worker counts: a list sampled at its smallest and largest, each capped at the ranks
-    this machine's memory holds (``Plan.max_workers``)."""
-    cap = p.max_workers
+    this machine's memory holds (``Plan.max_workers``), to a count that divides the
+    paper's (``_divisor_cap``)."""
     if _number(value):
-        return (
-            (cap, f"worker cap: this machine's memory holds {cap} ranks")
-            if value > cap
-            else (value, "")
-        )
+        if value <= p.max_workers:
+            return value, ""
+        cap = _divisor_cap(value, p.max_workers)
+        return cap, _cap_why(p.max_workers, cap, value)
     if not isinstance(value, list | tuple) or not value or not all(_number(v) for v in value):
         return value, ""
+    cap = _divisor_cap(max(value), p.max_workers) if max(value) > p.max_workers else p.max_workers
     kept = sorted({min(min(value), cap), min(max(value), cap)})
     whys = []
     if len(value) > 2:
         whys.append("axis sampled: its smallest and largest values")
     if max(value) > cap:
-        whys.append(f"worker cap: this machine's memory holds {cap} ranks")
+        whys.append(_cap_why(p.max_workers, cap, max(value)))
     if list(kept) == list(value):
         return value, ""
     return type(value)(kept), "; ".join(whys)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from lab.errors import ParameterError
 from lab.experiments import rehearsal
 from lab.metrics.rehearsal import REHEARSAL_ENV, Plan, active, runs_root
 
@@ -59,6 +60,27 @@ def test_worker_counts_are_sampled_and_capped_by_memory() -> None:
     assert cut([1, 2, 4]) == [1, 4] and cut([8, 16, 32]) == [8] and cut(32) == 8
     assert cut(4) == 4 and cut([2, 16]) == [2, 8]
     assert memory_cap(share=1e-12) == 2 and memory_cap() >= 2  # never below its floor
+
+
+def test_a_capped_worker_count_divides_the_papers() -> None:
+    """Memory held 3 ranks in the first full rehearsal: KungFu's adaptive batch (8 workers,
+    global batches 32-8192) reached its ranks as 32 over 3 and every rank refused it. A cap
+    takes the most ranks that divide the paper's count; the points refuse a batch the
+    workers do not divide before anything starts."""
+    from lab.experiments.kungfu import adaptive
+    from lab.experiments.points import scale_parameters
+
+    three = Plan(max_workers=3)
+
+    def cut(v: object) -> object:
+        return rehearsal.rehearse({"workers": v}, three)[0]["workers"]
+
+    assert cut(8) == 2 and cut([1, 2, 4, 8]) == [1, 2] and cut(9) == 3 and cut(3) == 3
+    assert cut([2, 3]) == [2, 3]  # within the cap: kept
+    p = scale_parameters("paper", adaptive.DEFAULTS)
+    with pytest.raises(ParameterError, match="start_batch"):
+        adaptive.points({**p, "workers": 3})
+    assert adaptive.points({**p, "workers": 2})[0]["workers"] == 2
 
 
 def test_repeats_are_cut_to_what_the_protocol_accepts() -> None:

@@ -112,9 +112,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 def points(p: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One launch that trains every seed under the adaptive policy and each fixed batch in
     turn (``arms``; lab.bench.adaptive alternates their order seed by seed): the times a
-    seed compares are taken seconds apart, not a launch or two apart. The batch sizes and
-    the workers (two at least: the noise scale compares two batch sizes) are checked here,
-    named as the notebook names them, before anything starts."""
+    seed compares are taken seconds apart, not a launch or two apart. The batch sizes (each
+    a multiple of the workers) and the workers (two at least: the noise scale compares two
+    batch sizes) are checked here, named as the notebook names them, before anything
+    starts (a rehearsal's 3 workers once reached the ranks with a batch of 32)."""
     for name, values in (
         ("start_batch", [p["start_batch"]]),
         ("fixed_batches", list(p["fixed_batches"])),
@@ -128,6 +129,10 @@ def points(p: Mapping[str, Any]) -> list[dict[str, Any]]:
         raise ParameterError("workers", workers, "an integer >= 2 (the noise scale needs two)")
     if p["max_batch"] < p["start_batch"]:
         raise ParameterError("max_batch", p["max_batch"], f">= start_batch={p['start_batch']}")
+    for name in ("start_batch", "fixed_batches"):  # each rank takes an equal share
+        for value in p[name] if name == "fixed_batches" else [p[name]]:
+            if value % workers:
+                raise ParameterError(name, value, f"multiples of the {workers} workers")
     arms = [f"adaptive:{p['start_batch']}", *(f"fixed:{b}" for b in p["fixed_batches"])]
     return [
         {
