@@ -12,6 +12,7 @@ kernel's list, so a reader sees what the rehearsal did not run.
 
 from __future__ import annotations
 
+import itertools
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -37,6 +38,10 @@ WORKERS = frozenset({"workers"})  # ranks of one point: sampled, and capped by m
 # the protocol's interval needs two values (lab.metrics.protocol.Target.min_repeats;
 # KungFu Fig 8's first rehearsal was refused)
 FLOORS = {"min_repeats": 2}
+# A timed schedule's shortest phase in a rehearsal (``schedule``: "SECONDS:WORKERS,...",
+# KungFu Fig 7's 60-s phases, 5 min a system): a grow took ~3 s with ResNet-50 at 224 px
+# in the first full rehearsal, and a step up to 3.3 s on 4 ranks, so 15 s holds both
+SCHEDULE_PHASE_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,8 @@ def _cut_one(key: str, value: Any, p: Plan, floor: int = 0) -> tuple[Any, str]:
             return least, "fewest repeats the sweep accepts: a rehearsal measures nothing"
     elif key in WORKERS:
         return _workers(value, p)
+    elif key == "schedule" and isinstance(value, str):
+        return _schedule(value)
     elif key not in CATEGORIES and isinstance(value, list | tuple) and len(value) > 2:
         if all(_number(v) for v in value):
             kept = sorted({min(value), max(value)})
@@ -90,6 +97,23 @@ def _cut_one(key: str, value: Any, p: Plan, floor: int = 0) -> tuple[Any, str]:
             kept = [value[0], value[-1]]
         return type(value)(kept), "axis sampled: its smallest and largest values"
     return value, ""
+
+
+def _schedule(text: str) -> tuple[str, str]:
+    """A timed schedule ("0:1,60:2,...,300:stop") with its times scaled by one factor so
+    its shortest phase is ``SCHEDULE_PHASE_S`` (its shape kept); unchanged if already
+    shorter or not timed."""
+    entries = [e.strip().partition(":") for e in text.split(",") if e.strip()]
+    try:
+        times = [float(at) for at, _, _ in entries]
+    except ValueError:
+        return text, ""
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    if not gaps or min(gaps) <= SCHEDULE_PHASE_S:
+        return text, ""
+    factor = SCHEDULE_PHASE_S / min(gaps)
+    out = ",".join(f"{t * factor:g}:{rest}" for t, (_, _, rest) in zip(times, entries, strict=True))
+    return out, f"timed schedule scaled by {factor:g}: its shortest phase {SCHEDULE_PHASE_S:g} s"
 
 
 def _divisor_cap(paper: Any, cap: int) -> int:

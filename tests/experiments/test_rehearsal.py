@@ -62,6 +62,22 @@ def test_worker_counts_are_sampled_and_capped_by_memory() -> None:
     assert memory_cap(share=1e-12) == 2 and memory_cap() >= 2  # never below its floor
 
 
+def test_a_timed_schedule_keeps_its_shape_in_shorter_phases() -> None:
+    """KungFu Fig 7's paper schedule (60-s phases, 1-2-4-2-1 workers) took 5 min a system
+    in the first full rehearsal; a rehearsal plays it in 15-s phases."""
+    from lab.experiments.kungfu import fig7
+
+    def cut(text: str) -> str:
+        return rehearsal.rehearse({"schedule": text}, PLAN)[0]["schedule"]
+
+    paper = fig7.DEFAULTS["paper"]["schedule"]
+    assert cut(paper) == "0:1,15:2,30:4,45:2,60:1,75:stop"
+    assert fig7.checked_schedule(cut(paper)) == cut(paper)
+    smoke = fig7.DEFAULTS["smoke"]["schedule"]
+    assert cut(smoke) == smoke  # phases already short
+    assert cut("0:h1:1,60:h1:2+h2:1,90:stop") == "0:h1:1,30:h1:2+h2:1,45:stop"
+
+
 def test_a_capped_worker_count_divides_the_papers() -> None:
     """Memory held 3 ranks in the first full rehearsal: KungFu's adaptive batch (8 workers,
     global batches 32-8192) reached its ranks as 32 over 3 and every rank refused it. A cap
@@ -98,8 +114,9 @@ def test_a_scheduled_run_keeps_its_steps_its_schedule_stops_it() -> None:
 
     [point] = fig7.points(fig7.DEFAULTS["paper"], ["kungfu-elastic"])
     out, cuts = rehearsal.rehearse(point, PLAN)
-    assert out["steps"] == point["steps"] and out["schedule"] == point["schedule"]
-    assert [c.key for c in cuts] == ["batch_size"]
+    assert out["steps"] == point["steps"]  # its schedule, in shorter phases, stops it
+    assert out["schedule"] == "0:1,15:2,30:4,45:2,60:1,75:stop"
+    assert [c.key for c in cuts] == ["schedule", "batch_size"]
 
 
 def test_outside_a_rehearsal_nothing_changes(monkeypatch: pytest.MonkeyPatch) -> None:
