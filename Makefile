@@ -25,8 +25,9 @@ setup:
 run: setup
 	$(PY) -m lab notebooks --scale smoke
 
-# every notebook's paper-scale path on this machine's rehearsal cluster (needs root; about
-# 30 min): results/rehearsals/, never a verdict (lab/experiments/rehearsing.py)
+# every notebook's paper-scale path on this machine's rehearsal cluster (needs root; the
+# first complete pass took ~56 min on 2 cores, cut since): results/rehearsals/, never a
+# verdict (lab/experiments/rehearsing.py)
 rehearse: setup
 	$(PY) -m lab notebooks --scale paper --rehearse
 
