@@ -124,7 +124,7 @@ def _divisor_cap(paper: Any, cap: int) -> int:
 
 
 def _cap_why(memory: int, cap: int, paper: Any) -> str:
-    divides = "" if cap == memory else f", {cap} of which divides {paper}"
+    divides = "" if cap == memory else f"; {cap}, the most that divide {paper}"
     return f"worker cap: this machine's memory holds {memory} ranks{divides}"
 
 
