@@ -190,13 +190,19 @@ def cuts() -> list[dict[str, Any]]:
     return [asdict(c) for c in _CUTS.values()]
 
 
+def _active_at(scale: str) -> Plan | None:
+    """The active rehearsal's plan where it cuts: at paper scale (None: nothing is cut)."""
+    p = active()
+    return p if p is not None and scale == "paper" else None
+
+
 def apply(
     params: Mapping[str, Any], scale: str, floors: Mapping[str, int] | None = None
 ) -> dict[str, Any]:
     """``params`` as a rehearsal runs them at paper scale (unchanged otherwise), the cuts
     noted; ``floors``: the least a step or repeat count may be cut to."""
-    p = active()
-    if p is None or scale != "paper":
+    p = _active_at(scale)
+    if p is None:
         return dict(params)
     out, made = rehearse(params, p, floors=floors)
     note(made)
@@ -211,8 +217,7 @@ def scale_together(
     otherwise): counts that place events in a run (a revocation's step, a checkpoint
     interval) keep their proportions, where cutting each to the step budget alone would
     put the event after the run's end. The cuts are noted."""
-    p = active()
-    if p is None or scale != "paper" or not params[lead] > to:
+    if _active_at(scale) is None or not params[lead] > to:
         return dict(params)
     factor = to / params[lead]
     out, made = dict(params), []
@@ -232,7 +237,7 @@ def scale_together(
 def replace(params: Mapping[str, Any], values: Mapping[str, Any], why: str, scale: str) -> dict:
     """``params`` with ``values`` put in, in a rehearsal at paper scale (unchanged
     otherwise): an experiment's own cut of what the plan does not know; noted with ``why``."""
-    if active() is None or scale != "paper":
+    if _active_at(scale) is None:
         return dict(params)
     note([Cut(k, params[k], v, why) for k, v in values.items() if params[k] != v])
     return {**params, **values}
@@ -248,7 +253,7 @@ def cover(
     every key at least once, picked greedily by the values each adds (a 5 x 3 x 6 product:
     5 points); every point otherwise. The cut is noted."""
     chosen = [dict(pt) for pt in points]
-    if active() is None or scale != "paper":
+    if _active_at(scale) is None:
         return chosen
     values = [{(k, repr(v)) for k, v in pt.items()} for pt in chosen]
     unseen = set().union(*values) if values else set()

@@ -12,7 +12,7 @@ have no lab model, so a paper-scale trace draws its jobs from the measured four.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lab.errors import ParameterError
@@ -87,9 +87,3 @@ def renamed(table: Any, names: Mapping[str, str]) -> Any:
     out["workload"] = out["workload"].map(lambda m: TRACE_WORKLOADS.get(m, m))
     out["device_type"] = out["device_type"].map(lambda d: names.get(d, d))
     return out
-
-
-def missing_types(table: Any, wanted: Iterable[str]) -> list[str]:
-    """The device types of ``wanted`` (a simulated cluster's) the table has no run of."""
-    have = set(table["device_type"])
-    return [t for t in wanted if t not in have]
