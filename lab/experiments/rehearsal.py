@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import itertools
 import numbers
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from lab.metrics.protocol import Compared
 from lab.metrics.rehearsal import Plan, active
 
 # Axes kept whole: every system, model, arm, level ... runs at least once
@@ -243,6 +244,29 @@ def replace(params: Mapping[str, Any], values: Mapping[str, Any], why: str, scal
     return {**params, **values}
 
 
+def _covering(
+    points: Sequence[Mapping[str, Any]], keep: Callable[[Mapping[str, Any]], bool] | None
+) -> list[int]:
+    """The indices ``cover`` picks: those ``keep`` names, then greedily those that add the
+    most values not yet run."""
+    values = [{(k, repr(v)) for k, v in pt.items()} for pt in points]
+    unseen = set().union(*values) if values else set()
+    picked = [i for i, pt in enumerate(points) if keep is not None and keep(pt)]
+    for i in picked:
+        unseen -= values[i]
+    while unseen:
+        best = max(range(len(points)), key=lambda i: len(values[i] & unseen))
+        picked.append(best)
+        unseen -= values[best]
+    return sorted(set(picked))
+
+
+def _note_sample(before: int, after: int) -> None:
+    if after < before:
+        why = "sampled: every value of every key at least once"
+        note([Cut("points", before, after, why)])
+
+
 def cover(
     points: Sequence[Mapping[str, Any]],
     scale: str,
@@ -255,19 +279,37 @@ def cover(
     chosen = [dict(pt) for pt in points]
     if _active_at(scale) is None:
         return chosen
-    values = [{(k, repr(v)) for k, v in pt.items()} for pt in chosen]
-    unseen = set().union(*values) if values else set()
-    picked = [i for i, pt in enumerate(chosen) if keep is not None and keep(pt)]
-    for i in picked:
-        unseen -= values[i]
-    while unseen:
-        best = max(range(len(chosen)), key=lambda i: len(values[i] & unseen))
-        picked.append(best)
-        unseen -= values[best]
-    if len(picked) < len(chosen):
-        why = "sampled: every value of every key at least once"
-        note([Cut("points", len(chosen), len(picked), why)])
-    return [chosen[i] for i in sorted(picked)]
+    picked = _covering(chosen, keep)
+    _note_sample(len(chosen), len(picked))
+    return [chosen[i] for i in picked]
+
+
+def cover_protocol(
+    points: Sequence[Mapping[str, Any]],
+    keys: Sequence[Hashable],
+    compared: Sequence[Compared],
+    scale: str,
+    keep: Callable[[Mapping[str, Any]], bool] | None = None,
+) -> tuple[list[dict[str, Any]], list[Hashable], list[Compared]]:
+    """``cover`` for the measurement protocol's inputs (points, their keys, the compared
+    quantities): the sampled points, with every point a kept one is compared against (its
+    baseline, its ideal), and only the quantities whose points all run. Unchanged outside
+    a rehearsal at paper scale."""
+    if _active_at(scale) is None:
+        return [dict(pt) for pt in points], list(keys), list(compared)
+    index = {k: i for i, k in enumerate(keys)}
+    picked = set(_covering(points, keep))
+    grown = True
+    while grown:  # a ratio's reference point runs wherever its point does
+        ran = {keys[i] for i in picked}
+        needed = {index[c.b] for c in compared if c.b is not None and c.a in ran}
+        grown = not needed <= picked
+        picked |= needed
+    ran = {keys[i] for i in picked}
+    kept = [c for c in compared if c.a in ran and (c.b is None or c.b in ran)]
+    order = sorted(picked)
+    _note_sample(len(points), len(order))
+    return [dict(points[i]) for i in order], [keys[i] for i in order], kept
 
 
 def record() -> dict[str, Any] | None:

@@ -347,3 +347,55 @@ def test_each_notebook_rehearses_where_its_paper_path_can_run() -> None:
     local = load_profile(LOCAL_CLUSTER)
     assert local.is_local and local.hosts[0].gpus == 8
     assert cluster_for(NOTEBOOK_DIR / "00_tour.ipynb", "mine", NOTEBOOK_DIR) == "mine"
+
+
+def test_kungfu_rehearsals_keep_what_their_verdicts_compare(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """KungFu Fig 8 (12 points) and Fig 9 (14) took over 5 min each in the first full
+    rehearsal: a rehearsal keeps what the verdict compares, covers every other system and
+    model, and runs the baseline or ideal each kept point is compared against."""
+    from lab.experiments.kungfu import fig8, fig9
+    from lab.experiments.points import scale_parameters
+
+    monkeypatch.setenv(REHEARSAL_ENV, PLAN.to_env())
+    p = scale_parameters("paper", fig9.DEFAULTS)
+    systems = fig9.DEFAULTS["paper"]["systems"]
+    every, _, _ = fig9.protocol_points(p, systems, "smoke")
+    pts, keys, compared = fig9.protocol_points(p, systems, "paper")
+    assert len(every) == 14 and len(pts) < len(every)
+    assert {q["system"] for q in pts} >= set(systems)
+    assert {q["model"] for q in pts} == {"ResNet50", "MobileNetV2"}
+    assert {("kungfu-sync", "ResNet50", 8), ("horovod-mpi", "ResNet50", 8)} <= set(keys)
+    for system, model, workers in keys:
+        if workers > 1:
+            assert (fig9.ideal_for(system), model, 1) in keys
+    assert all(c.a in keys and (c.b is None or c.b in keys) for c in compared)
+    assert any(c.a[0] == "kungfu-sync" and c.b and c.b[0] == "horovod-mpi" for c in compared)
+
+    p = scale_parameters("paper", fig8.DEFAULTS)
+    systems = fig8.DEFAULTS["paper"]["systems"]
+    pts, keys, compared = fig8.protocol_points(p, systems, "paper")
+    assert len(pts) == 8 and {q["system"] for q in pts} == set(systems)
+    assert {k[2] for k in keys if k[0] == systems[0]} == set(fig8.SETTINGS)
+    assert all(c.a in keys and c.b in keys for c in compared) and len(compared) == 5
+
+
+def test_p3_rehearsal_keeps_the_first_models_gains(monkeypatch: pytest.MonkeyPatch) -> None:
+    """P3's throughput-vs-bandwidth sweep is 3 models x 2 links x (3 lab arms + 2 MXNet
+    ones) at paper scale: the first full rehearsal spent over 15 min on it. A rehearsal
+    runs the first model's p3 and baseline at both links and covers the rest."""
+    from lab.experiments.p3 import sweep
+
+    models, arms = ["vgg19", "resnet50", "inception_v3"], ["baseline", "slicing", "p3"]
+    arms += ["mxnet-baseline", "mxnet-slicing"]
+    every = [{"model": m, "schedule": a, "bandwidth": f"{m}-{r}"}
+             for m in models for r in ("slow", "fast") for a in arms]  # fmt: skip
+    monkeypatch.setenv(REHEARSAL_ENV, PLAN.to_env())
+    assert sweep.covered(every, "smoke") == every
+    pts = sweep.covered(every, "paper")
+    assert len(pts) == 8
+    for key in ("model", "schedule", "bandwidth"):
+        assert {q[key] for q in pts} == {q[key] for q in every}
+    firsts = {(q["schedule"], q["bandwidth"]) for q in pts if q["model"] == "vgg19"}
+    assert firsts >= {(a, f"vgg19-{r}") for a in ("p3", "baseline") for r in ("slow", "fast")}

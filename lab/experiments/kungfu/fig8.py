@@ -97,16 +97,20 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 
 
 def protocol_points(
-    p: Mapping[str, Any], systems: Sequence[str]
-) -> tuple[list[dict[str, Any]], list[tuple[str, str, str]], list[Compared]]:
+    p: Mapping[str, Any], systems: Sequence[str], scale: str = "smoke"
+) -> tuple[list[dict[str, Any]], list[tuple[str, ...]], list[Compared]]:
     """The protocol's inputs: every system × model × setting (``p["settings"]``, the
     baseline always) as a point, its key ``(system, model, setting)``, and as compared
     quantities each monitored setting's overhead against the same system's and model's
     baseline.
 
+    A rehearsal runs every setting of the first system (what the verdict reads) and the
+    last setting with its baseline of each other: 8 of the paper's 12 points, each twice.
+
     Raises:
         ParameterError: a setting is not one of SETTINGS.
     """
+    from lab.experiments import rehearsal
     from lab.metrics.protocol import overhead
 
     chosen = list(p.get("settings") or SETTINGS)
@@ -143,7 +147,11 @@ def protocol_points(
                 pts.append({**base, "monitor": monitor, "interval": interval, "setting": name})
                 if name != BASELINE:
                     compared.append(overhead((s, m, name), (s, m, BASELINE), name=label))
-    return pts, keys, compared
+
+    def read(q: Mapping[str, Any]) -> bool:
+        return q["system"] == systems[0] or q["setting"] == chosen[-1]
+
+    return rehearsal.cover_protocol(pts, keys, compared, scale, keep=read)
 
 
 def point_for(p: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:

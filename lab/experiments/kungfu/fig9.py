@@ -93,13 +93,18 @@ IDEAL_NAMES = {SINGLE: "ideal", "torch-single": "ideal PyTorch"}  # legend names
 
 
 def protocol_points(
-    p: Mapping[str, Any], systems: Sequence[str]
+    p: Mapping[str, Any], systems: Sequence[str], scale: str = "smoke"
 ) -> tuple[list[dict[str, Any]], list[Key], list[Compared]]:
     """The protocol's inputs: the points (as ``points``), their keys ``(system, model,
     workers)``, and as compared quantities each ideal's throughput per model and, per
     system point, its throughput and its speedup over its ideal (context: not extended
     past the budget); at the largest worker count also every KungFu system's speedup over
-    every Horovod one, per round (what ``verdict`` judges, given the protocol's table)."""
+    every Horovod one, per round (what ``verdict`` judges, given the protocol's table).
+
+    A rehearsal runs KungFu and Horovod with the first model at the largest worker count
+    (what the verdict compares), covers every other system and model once, and runs the
+    ideals these need: 8 of the paper's 14 points, each twice."""
+    from lab.experiments import rehearsal
     from lab.experiments.evidence import pair_speedups
     from lab.metrics.protocol import speedup, throughput
 
@@ -117,7 +122,14 @@ def protocol_points(
                 # ``single`` was ~7 s of each ~28-s round that min_rounds added
                 speedup(k, single, _name("speedup", k, single), context=True),
             ]
-    return pts, keys, compared + pair_speedups(keys, is_kungfu, is_horovod)
+    compared += pair_speedups(keys, is_kungfu, is_horovod)
+    top, first = max(p["workers"]), p["models"][0]
+
+    def judged(q: Mapping[str, Any]) -> bool:
+        tf_pair = is_kungfu(q["system"]) or is_horovod(q["system"])
+        return tf_pair and q["model"] == first and q["workers"] == top
+
+    return rehearsal.cover_protocol(pts, keys, compared, scale, keep=judged)
 
 
 def _name(kind: str, a: Key, b: Key | None = None) -> str:

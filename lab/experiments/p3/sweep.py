@@ -202,3 +202,18 @@ ONE_ITERATION_DEFAULTS = {
     "smoke": {"model": "vgg_like", "batch_size": 32},
     "paper": {"model": "vgg19", "batch_size": 32},
 }
+
+
+def covered(points: Sequence[Mapping[str, Any]], scale: str) -> list[dict[str, Any]]:
+    """The points a rehearsal runs: the first model's p3 and baseline at every link (the
+    verdict's gains), and few more that run every model, link and arm once (8 of the
+    paper's 30 VGG-19/ResNet-50/Inception-v3 points at two links; the first full rehearsal
+    spent over 15 min on all of them); every point otherwise."""
+    from lab.experiments import rehearsal
+
+    first = points[0]["model"] if points else None
+
+    def gains(q: Mapping[str, Any]) -> bool:
+        return q["model"] == first and q["schedule"] in ("p3", "baseline")
+
+    return rehearsal.cover(points, scale, keep=gains)
