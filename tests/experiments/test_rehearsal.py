@@ -399,3 +399,21 @@ def test_p3_rehearsal_keeps_the_first_models_gains(monkeypatch: pytest.MonkeyPat
         assert {q[key] for q in pts} == {q[key] for q in every}
     firsts = {(q["schedule"], q["bandwidth"]) for q in pts if q["model"] == "vgg19"}
     assert firsts >= {(a, f"vgg19-{r}") for a in ("p3", "baseline") for r in ("slow", "fast")}
+
+
+def test_easyscale_fig9_rehearses_one_step_a_stage(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """EasyScale Fig 9's first rehearsal spent 303 s on ResNet-50 steps at 224 px (4 levels x
+    3 stages + 2 DDP references); a rehearsal runs one step a stage, every level kept."""
+    from lab.experiments.easyscale import fig9
+
+    monkeypatch.setenv(REHEARSAL_ENV, PLAN.to_env())
+    p = fig9.parameters("paper")
+    assert p["steps"] == 1 and p["levels"] == fig9.DEFAULTS["paper"]["levels"]
+    assert p["base"]["image_size"] == 224 and p["base"]["batch_size"] == 4
+    assert "rehearsal: steps 100 -> 1 (one step a stage" in capsys.readouterr().out
+    assert fig9.parameters("paper", steps=3)["steps"] == 2  # a given value: the plan's cap
+    assert fig9.parameters("smoke") == fig9.DEFAULTS["smoke"]
+    monkeypatch.delenv(REHEARSAL_ENV)
+    assert fig9.parameters("paper") == fig9.DEFAULTS["paper"]

@@ -67,6 +67,20 @@ DEFAULTS = {
 }
 
 
+def parameters(scale: str, **given: Any) -> dict[str, Any]:
+    """The notebook's parameters at ``scale`` (``scale_parameters``). A rehearsal runs one
+    step a stage: ResNet-50's steps at 224 px took most of the first rehearsal's 303 s, and
+    what it checks, each stage's hand-over to the next, one step crosses."""
+    from lab.experiments import rehearsal
+    from lab.experiments.points import scale_parameters
+
+    defaults = dict(DEFAULTS)
+    if given.get("steps") is None:
+        why = "one step a stage: a rehearsal checks the hand-over between stages"
+        defaults["paper"] = rehearsal.replace(DEFAULTS["paper"], {"steps": 1}, why, scale)
+    return scale_parameters(scale, defaults, **given)
+
+
 def run_fig9(
     steps: int,
     levels: Sequence[str] = tuple(REFERENCE),
