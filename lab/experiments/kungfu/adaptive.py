@@ -94,8 +94,11 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         # resolve a difference of ~0.15 s. Since then 6 seeds read -1.19 ± 0.21 and
         # -1.12 ± 0.32 s, and 4 seeds -0.91 ± 0.23 s (2-core machine at 18-20 M loops/s,
         # a seed's difference spreads ~0.15-0.3 s): 3 (t 4.30 over sqrt(3)) resolve a
-        # difference of ~0.5-0.75 s, and save ~24 s of make run
-        "seeds": 3,
+        # difference of ~0.5-0.75 s, and save ~24 s of make run. But two make runs in a row
+        # (2026-12-02, cores 18-27) read -0.65 ± 0.36 and -0.57 ± 0.66 s (sd 0.27): the
+        # status flipped between reproduced and not resolved; 5 seeds (t 2.78 over
+        # sqrt(5)) hold ±0.33 s at that spread, for ~14 s more
+        "seeds": 5,
     },
     "paper": {
         "workers": 8,
