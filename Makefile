@@ -25,8 +25,8 @@ setup:
 run: setup
 	$(PY) -m lab notebooks --scale smoke
 
-# every notebook's paper-scale path on this machine's rehearsal cluster (needs root; the
-# first complete pass took ~56 min on 2 cores, cut since): results/rehearsals/, never a
+# every notebook's paper-scale path on this machine's rehearsal cluster (needs root; 19 of
+# 19 in 44 min on 2 cores at 18-27 M loops/s, 2026-12-02): results/rehearsals/, never a
 # verdict (lab/experiments/rehearsing.py)
 rehearse: setup
 	$(PY) -m lab notebooks --scale paper --rehearse
