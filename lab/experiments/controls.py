@@ -236,8 +236,9 @@ class Controls:
             with recorded_as({CONTROLS_KEY: True}):
                 result = self._run(point, out=out)
             self.runs.append((point, result))
-            self.status.value = html.escape(_outcome(result, state_words))
+            # the table first: "done" in the status line is the sign that everything is shown
             self.history.value = self._history()
+            self.status.value = html.escape(_outcome(result, state_words))
         except ParameterError as e:  # checked before any process started
             self.status.value = _red(f"refused, nothing ran: {e}")
         except Exception as e:  # shown to the person who clicked; the sweep is unaffected

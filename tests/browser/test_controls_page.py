@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from jupyter_pages import open_notebook, run_all, wait_idle
+from playwright.sync_api import expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -58,7 +59,8 @@ def test_run_twice_then_a_refused_batch_size(lab_server, browser_page, tmp_path:
     status.get_by_text("done: succeeded").wait_for(timeout=120_000)
     assert "rank 0 done" in view.locator(".distlab-log").first.inner_text()
     tried = page.locator(".distlab-controls-history tr")
-    assert tried.count() == 3 and "batch_size=24" in tried.nth(2).inner_text()
+    expect(tried).to_have_count(3, timeout=10_000)  # a header and the two runs
+    assert "batch_size=24" in tried.nth(2).inner_text()
 
     # the figure cell again: the two points tried are stars beside the sweep's two
     cell = page.locator(".jp-CodeCell").nth(2)
