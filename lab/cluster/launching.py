@@ -38,6 +38,8 @@ from lab.cluster.inventory import Cluster, Slot, allocate, rank_python, resolve_
 from lab.cluster.launchers import get_launcher
 from lab.cluster.launchers.base import Job, Launcher, ProcessSpec, RunControl, RunObserver
 from lab.cluster.launchers.mpi import REMOTE_AGENT
+from lab.cluster.loopback_hook import LoopbackHook
+from lab.cluster.loopback_hook import applies as loopback_applies
 from lab.cluster.request import LaunchRequest
 from lab.cluster.ssh import (
     check_hosts,
@@ -91,6 +93,8 @@ def run_request(
     )
     slots = allocate(target, request.np)
     runner = get_launcher(request.launcher)
+    if loopback_applies(target, runner):  # its servers must not face the network
+        hooks.append(LoopbackHook())
     runner.check(job)
     for hook in hooks:
         hook.check(job, slots, runner)

@@ -1,6 +1,7 @@
 """The dmlc launcher (MXNet's ps-lite jobs): the processes it builds, bad input refused
 before launch, and real MXNet 1.9.1 runs from .venv-mxnet: two workers with their servers
-and scheduler start, train, end and leave nothing behind; a failing worker takes the
+and scheduler start, train (in a network namespace of their own that has only lo), end and
+leave nothing behind; a failing worker takes the
 servers and the scheduler down with it; the workload's real Speedometer lines parse.
 """
 
@@ -113,6 +114,9 @@ def test_two_workers_train_and_every_process_ends(probe, tmp_path: Path) -> None
     # two workers, a server on each worker host, the scheduler: all ended by themselves
     assert result.rank_exit_codes == {0: 0, 1: 0, 2: 0, 3: 0, 4: 0}
     probe.assert_nothing_left(result.run_dir)
+    # ps-lite binds every interface: a job on this machine alone ran where only lo is
+    network = json.loads((result.run_dir / "manifest.json").read_text())["network"]
+    assert network["private"] is True, network
     for rank in (0, 1):
         lines = (result.run_dir / f"rank-{rank}.log").read_text().splitlines()
         assert sum("Speed:" in line and "samples/sec" in line for line in lines) == 3

@@ -1,14 +1,15 @@
 """Two jobs of one engine at once on this machine both succeed, each listening only on its
 own free ports; a local Horovod or KungFu job's listeners are all on the loopback address
 (KungFu's peers, runners, config server and metrics servers through the lab's build,
-env/kungfu-patches/apply.py), a parameter-server job's only on its own ports (TF's gRPC
-servers bind every interface); an elastic KungFu job resizes 1 -> 2 -> 1 with every
-listener it opens on the loopback."""
+env/kungfu-patches/apply.py), a parameter-server job's on its own ports in a namespace
+that has only lo (TF's gRPC servers bind every interface); an elastic KungFu job resizes
+1 -> 2 -> 1 with every listener it opens on the loopback."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import threading
@@ -34,7 +35,15 @@ ENGINES = {
     "kungfu": (["--backend", "kungfu-sync"], "kungfu", "kungfu-run"),
     "ps": (["--backend", "ps"], "ps", None),
     "horovod": (["--backend", "horovod"], "horovod", "horovodrun"),
+    "mwms": (["--backend", "mwms"], "local", None),
+    "torchrun": ([], "torchrun", "torchrun"),  # with TORCH_DDP as its job
 }
+# torch.distributed's store under torchrun, DDP over gloo
+TORCH_DDP = (
+    ["-m", "lab.bench.torch_synthetic", "--backend", "torch-ddp", "--model", "small_cnn",
+     "--batch-size", "4", *STEPS],
+    {},
+)  # fmt: skip
 
 
 def needs(engine: str) -> None:
@@ -60,14 +69,15 @@ def run(
     tmp_path: Path,
     env: dict[str, str] | None = None,
     job: tuple[list[str], dict[str, Any]] | None = None,
+    np: int | None = None,
 ) -> Any:
     """Run a tiny two-rank job of ``engine`` (``job``: other arguments after ``python``
-    and launcher options, starting at one rank)."""
+    and launcher options, starting at one rank unless ``np`` says)."""
     backend, launcher, _ = ENGINES[engine]
     argv, options = job or (["-m", "lab.bench.synthetic", *backend, *TINY, *STEPS], {})
     return launch(
         ["python", *argv],
-        np=1 if job else 2,
+        np=np or (1 if job else 2),
         launcher=launcher,
         hosts="localhost:2",
         env=env or {},
@@ -91,19 +101,48 @@ def marked_pids(mark: str) -> set[int]:
     return pids
 
 
+PRIVATE = "private "  # marks an address seen in a job's own network namespace
+
+
 def listeners(pids: set[int]) -> set[str]:
-    """Local addresses of the TCP listeners ``ss -ltnp`` shows for ``pids``."""
-    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, timeout=10).stdout
+    """Local addresses of the TCP listeners ``ss -ltnp`` shows for ``pids``: in this
+    machine's namespace as ``ip:port``; in a private namespace of the job's (lab.cluster.
+    loopback_ns) as ``private ip:port``, and only if that namespace has no interface but
+    lo (else as ``wide ip:port``)."""
+    by_ns: dict[str, set[int]] = {}
+    for pid in pids:
+        try:
+            by_ns.setdefault(os.readlink(f"/proc/{pid}/ns/net"), set()).add(pid)
+        except OSError:
+            continue
     found = set()
-    for line in out.splitlines():
-        owners = {int(p) for p in re.findall(r"pid=(\d+)", line)}
-        if owners & pids:
-            found.add(line.split()[3])
+    for ns, members in by_ns.items():
+        enter: list[str] = []
+        mark = ""
+        if ns != os.readlink("/proc/self/ns/net"):
+            enter = ["nsenter", f"--net=/proc/{min(members)}/ns/net", "--"]
+            links = subprocess.run(
+                [*enter, "ip", "-j", "link", "show"], capture_output=True, text=True, timeout=10
+            ).stdout
+            if not links:
+                continue  # the process ended meanwhile
+            only_lo = [x["ifname"] for x in json.loads(links)] == ["lo"]
+            mark = PRIVATE if only_lo else "wide "
+        out = subprocess.run(
+            [*enter, "ss", "-ltnpH"], capture_output=True, text=True, timeout=10
+        ).stdout
+        for line in out.splitlines():
+            owners = {int(p) for p in re.findall(r"pid=(\d+)", line)}
+            if owners & members:
+                found.add(mark + line.split()[3])
     return found
 
 
 def run_watched(
-    engine: str, tmp_path: Path, job: tuple[list[str], dict[str, Any]] | None = None
+    engine: str,
+    tmp_path: Path,
+    job: tuple[list[str], dict[str, Any]] | None = None,
+    np: int | None = None,
 ) -> tuple[Any, set[str]]:
     """Run a tiny job of ``engine``; return its result and every listening address
     (``ip:port``) its processes held while it ran."""
@@ -120,7 +159,7 @@ def run_watched(
     watcher = threading.Thread(target=watch)
     watcher.start()
     try:
-        result = run(engine, tmp_path, env=dict([mark.split("=")]), job=job)
+        result = run(engine, tmp_path, env=dict([mark.split("=")]), job=job, np=np)
     finally:
         done.set()
         watcher.join(timeout=30)
@@ -148,10 +187,10 @@ def job_ports(run_dir: Path, engine: str) -> set[int]:
 def test_two_jobs_at_once_succeed_each_on_its_own_ports(engine, tmp_path, probe):
     """Two jobs started together: both succeed, each listens only on the block of free
     ports its launcher picked (KungFu, PS), the blocks do not meet, and a KungFu or
-    Horovod job listens on the loopback only. A PS job's servers listen on every
-    interface: TF's GrpcServer binds 0.0.0.0:port with no option to name an address
-    (README 'What the lab trusts'); should a TF release change that, this fails and the
-    lab can bind them to the loopback too."""
+    Horovod job listens on the loopback only. A PS job's servers bind every interface
+    (TF's GrpcServer takes no address), so the job runs in a network namespace of its own
+    whose only interface is lo (lab.cluster.loopback_ns): nothing of it listens in this
+    machine's namespace."""
     with ThreadPoolExecutor(2) as pool:
         watched = list(pool.map(lambda i: run_watched(engine, tmp_path / str(i)), range(2)))
     blocks = []
@@ -161,14 +200,33 @@ def test_two_jobs_at_once_succeed_each_on_its_own_ports(engine, tmp_path, probe)
             assert all(LOW <= p < HIGH for p in ports)
             assert {port_of(a) for a in seen} <= ports, seen
             blocks.append(ports)
-        wide = {a for a in seen if not a.startswith("127.0.0.1:")}
-        if engine == "ps":
-            assert wide and all(a.rsplit(":", 1)[0] in ("0.0.0.0", "*", "[::]") for a in wide), seen
+        wide = {a for a in seen if not a.startswith(("127.0.0.1:", PRIVATE))}
+        assert wide == set(), seen
+        private = {a for a in seen if a.startswith(PRIVATE)}
+        if engine == "ps":  # TF's servers bind every interface: here that is lo alone
+            assert private == seen, seen
+            manifest = json.loads((result.run_dir / "manifest.json").read_text())
+            assert manifest["network"]["private"] is True, manifest.get("network")
         else:
-            assert wide == set(), seen
+            assert private == set(), seen
         probe.assert_nothing_left(result.run_dir)
     if blocks:
         assert not blocks[0] & blocks[1], blocks
+
+
+@pytest.mark.parametrize("engine", ["mwms", "torchrun"])
+def test_a_local_job_of_an_engine_that_binds_every_interface_listens_on_lo_alone(
+    engine, tmp_path, probe
+):
+    """TF MultiWorkerMirroredStrategy's gRPC servers (the local launcher) and torchrun's
+    rendezvous store bind every interface: a job on this machine alone runs in a namespace
+    of its own with only lo, so nothing of it listens in this machine's namespace."""
+    job = TORCH_DDP if engine == "torchrun" else None
+    result, seen = run_watched(engine, tmp_path, job=job, np=2)
+    assert {a for a in seen if not a.startswith(PRIVATE)} == set(), seen
+    network = json.loads((result.run_dir / "manifest.json").read_text())["network"]
+    assert network["private"] is True, network
+    probe.assert_nothing_left(result.run_dir)
 
 
 def test_an_elastic_kungfu_job_resizes_with_its_listeners_on_loopback(tmp_path, probe):

@@ -103,6 +103,8 @@ class DmlcLauncher(PerRankLauncher):
     """
 
     name = "dmlc"
+    # its servers listen on every interface: a one-machine job runs on lo alone
+    wide_listeners = True  # (lab.cluster.loopback_hook)
 
     def check(self, job: Job) -> None:
         if job.options.get("root_port") is not None:

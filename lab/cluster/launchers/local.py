@@ -32,6 +32,10 @@ class LocalLauncher(PerRankLauncher):
         master_port: the port rank 0 listens on for rendezvous (default: a free one per job).
     """
 
+    # torch.distributed's store and TF's MultiWorkerMirroredStrategy servers listen on every
+    # interface: a one-machine job runs on lo alone (lab.cluster.loopback_hook)
+    wide_listeners = True
+
     def build(self, job: Job, slots: Sequence[Slot]) -> list[ProcessSpec]:
         check_job(job, slots)
         ordered = sorted(slots, key=lambda s: s.rank)

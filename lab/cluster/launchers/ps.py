@@ -76,6 +76,8 @@ class ParameterServerLauncher(PerRankLauncher):
     """
 
     name = "ps"
+    # its servers listen on every interface: a one-machine job runs on lo alone
+    wide_listeners = True  # (lab.cluster.loopback_hook)
 
     def build(self, job: Job, slots: Sequence[Slot]) -> list[ProcessSpec]:
         check_job(job, slots)

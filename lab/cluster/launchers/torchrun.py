@@ -70,6 +70,8 @@ class TorchrunLauncher:
 
     name = "torchrun"
     reporter = "torchrun"  # whose words name a failed rank (blame)
+    # its rendezvous store listens on every interface: a one-machine job runs on lo alone
+    wide_listeners = True  # (lab.cluster.loopback_hook)
 
     def check(self, job: Job) -> None:
         if importlib.util.find_spec("torch") is None:
