@@ -37,6 +37,7 @@ ENGINES = {
     "horovod": (["--backend", "horovod"], "horovod", "horovodrun"),
     "mwms": (["--backend", "mwms"], "local", None),
     "torchrun": ([], "torchrun", "torchrun"),  # with TORCH_DDP as its job
+    "mpi": (["--backend", "single"], "mpi", "mpirun"),  # two ranks of their own
 }
 # torch.distributed's store under torchrun, DDP over gloo
 TORCH_DDP = (
@@ -214,13 +215,14 @@ def test_two_jobs_at_once_succeed_each_on_its_own_ports(engine, tmp_path, probe)
         assert not blocks[0] & blocks[1], blocks
 
 
-@pytest.mark.parametrize("engine", ["mwms", "torchrun"])
+@pytest.mark.parametrize("engine", ["mwms", "torchrun", "mpi"])
 def test_a_local_job_of_an_engine_that_binds_every_interface_listens_on_lo_alone(
     engine, tmp_path, probe
 ):
-    """TF MultiWorkerMirroredStrategy's gRPC servers (the local launcher) and torchrun's
-    rendezvous store bind every interface: a job on this machine alone runs in a namespace
-    of its own with only lo, so nothing of it listens in this machine's namespace."""
+    """TF MultiWorkerMirroredStrategy's gRPC servers (the local launcher), torchrun's
+    rendezvous store and prterun's out-of-band listeners (mpirun) bind every interface: a
+    job on this machine alone runs in a namespace of its own with only lo, so nothing of it
+    listens in this machine's namespace."""
     job = TORCH_DDP if engine == "torchrun" else None
     result, seen = run_watched(engine, tmp_path, job=job, np=2)
     assert {a for a in seen if not a.startswith(PRIVATE)} == set(), seen

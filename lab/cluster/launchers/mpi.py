@@ -170,6 +170,8 @@ class MpiLauncher:
     """
 
     name = "mpi"
+    # prterun's out-of-band listeners bind every interface: a one-machine job runs on lo
+    wide_listeners = True  # alone (lab.cluster.loopback_hook)
     reporter: ClassVar[str] = "mpirun"  # whose words name a failed rank (blame)
     needs_ssh_to_hosts: ClassVar[bool] = True  # emulated clusters get an sshd per host
 
