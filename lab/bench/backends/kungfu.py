@@ -101,7 +101,7 @@ def run(cfg: Config) -> int:
 
     def make_train_step(opt: Any) -> Any:
         @common.step_function(tf)
-        def train_step(first_batch: bool, measure: bool) -> Any:
+        def train_step(measure: bool) -> Any:
             with tf.GradientTape() as tape:
                 loss = common.mean_loss(tf, labels, model(images, training=True))
             variables = model.trainable_variables
@@ -116,13 +116,22 @@ def run(cfg: Config) -> int:
                 if measure and cfg.monitor == "noise-scale":  # what KungFu's optimizer fuses
                     outputs["kungfu"] = (fuse(local), fuse(grads))
             opt.apply_gradients(zip(grads, variables, strict=True))
-            if first_batch:
-                broadcast_variables(model.variables)
-                slots = opt.variables
-                broadcast_variables(slots() if callable(slots) else slots)
             return loss, outputs
 
-        return train_step
+        @common.step_function(tf)
+        def broadcast_state() -> None:
+            # its own function: as the step's argument it made a second trace of the step
+            broadcast_variables(model.variables)
+            slots = opt.variables
+            broadcast_variables(slots() if callable(slots) else slots)
+
+        def step(first_batch: bool, measure: bool) -> Any:
+            out = train_step(measure)
+            if first_batch:
+                broadcast_state()
+            return out
+
+        return step
 
     train_step = make_train_step(opt)
     # --alternate: the same synchronous SGD without the monitor, on the same base optimizer
@@ -132,7 +141,7 @@ def run(cfg: Config) -> int:
     @common.step_function(tf)
     def kungfu_noise_scale(fused_local: Any, fused_avg: Any) -> Any:
         # Its own function: the NoiseScale kernel keeps its EMA per op instance, and
-        # train_step is traced more than once (first batch or not).
+        # train_step is traced more than once (measured or not).
         return global_noise_scale(b_small, b_big, fused_local, fused_avg, monitors.DEFAULT_ALPHA)
 
     def phase_of(i: int) -> str:
