@@ -40,7 +40,7 @@ class Plan:
 
     warmup_steps: int = 1
     steps: int = 2
-    batch_cap: int = 4
+    batch_cap: int = 2
     budget_s: float = 60.0
     repeats: int = 1
     max_workers: int = 4

@@ -186,6 +186,9 @@ def test_cmdare_revocation_keeps_its_shape_in_a_rehearsal(
     assert (cut["revoke_at"], cut["checkpoint_every"], cut["chief_after"]) == (280, 280, 28)
     assert cut["since"] == [70, 210, 266] and cut["delay"] == 1.0  # scaled, then sampled
     assert (cut["batch_size"], cut["checkpoint_steps"], cut["model"]) == (4, 2, "cifar_resnet32")
+    # a checkpoint run's pulls of ResNet-50 at 100 Mbit/s cost 16 s a step: 1 Gbit/s, said
+    assert (paper["checkpoint_link"], cut["checkpoint_link"]) == ("100mbit", "1gbit")
+    assert any(c["key"] == "checkpoint_link" for c in rehearsal.cuts())
     points = revocation.points(["cold"], [500, 1000, 1500, 1900], ["ResNet50"], "paper")
     [chief] = [p for p in points if p["kind"] == "chief"]
     assert revocation.sinces(chief) == [70, 210, 266]  # the three its line needs
