@@ -25,12 +25,15 @@ import dataclasses
 import fnmatch
 import json
 import logging
+import math
 import os
 import shutil
 import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -315,34 +318,74 @@ def rehearse(
     root: Path = NOTEBOOK_DIR,
     progress: bool = True,
     parameters: Mapping[str, Any] | None = None,
+    lanes: int = 1,
 ) -> list[NotebookResult]:
-    """Rehearse ``notebooks`` one after another at paper scale, each on its rehearsal
-    cluster (lab.experiments.rehearsing) under ``plan``'s cuts; everything under
-    ``<results>/rehearsals/``, each outcome in its ``rehearsed.json``; return the outcomes.
+    """Rehearse ``notebooks`` at paper scale, each on its rehearsal cluster
+    (lab.experiments.rehearsing) under ``plan``'s cuts; everything under
+    ``<results>/rehearsals/``, each outcome in its ``rehearsed.json``; return the outcomes
+    in the order given.
 
     Args:
         notebooks: the notebooks to run at paper scale.
         cluster: one cluster for every notebook (default: ``cluster_for`` each).
-        plan: the cuts (default: ``Plan()``, stamped with now).
+        plan: the cuts (default: ``Plan()``, stamped with now, its worker cap what
+            ``1 / (2 * lanes)`` of the free memory holds).
         timeout: seconds allowed per cell.
         results: the results root; everything goes under its ``rehearsals/``.
+        lanes: notebooks run at once. A rehearsal measures nothing, and much of its time
+            is waiting (emulated links, timed phases, a replacement coming back), so two
+            lanes fill the cores' idle time; the longest notebooks of the last rehearsal
+            start first.
     """
+    if not isinstance(lanes, int) or isinstance(lanes, bool) or lanes < 1:
+        raise ParameterError("lanes", lanes, "a whole number >= 1")
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
-    plan = plan or Plan(max_workers=memory_cap(), started=stamp)
+    plan = plan or Plan(max_workers=memory_cap(share=0.5 / lanes), started=stamp)
     base = results_root(results) / REHEARSALS_DIR
-    done: list[NotebookResult] = []
+    written = threading.Lock()
+
+    def one(nb: Path) -> list[NotebookResult]:
+        done = run_notebooks(
+            [nb],
+            out_dir=base / "notebooks",
+            scale="paper",
+            cluster=cluster_for(nb, cluster, root),
+            timeout=timeout,
+            root=root,
+            progress=progress and lanes == 1,  # bars of two lanes would overwrite each other
+            parameters=parameters,  # a person's narrower sweep; still cut
+        )
+        if lanes > 1:
+            for r in done:
+                print(f"{'ok' if r.ok else 'FAILED':6} {r.seconds:7.1f}s  {_rel(r.notebook, root)}")
+        with written:
+            write_summary(base / SUMMARY, plan, done, root)  # each as it ends
+        return done
+
+    order = longest_first(notebooks, base / SUMMARY, root) if lanes > 1 else list(notebooks)
     with rehearsing(plan):
-        for nb in notebooks:
-            one = run_notebooks(
-                [nb],
-                out_dir=base / "notebooks",
-                scale="paper",
-                cluster=cluster_for(nb, cluster, root),
-                timeout=timeout,
-                root=root,
-                progress=progress,
-                parameters=parameters,  # a person's narrower sweep; still cut
-            )
-            write_summary(base / SUMMARY, plan, one, root)  # each as it ends
-            done += one
-    return done
+        if lanes == 1:
+            outcomes = {nb: one(nb) for nb in order}
+        else:
+            with ThreadPoolExecutor(lanes, thread_name_prefix="rehearsal-lane") as pool:
+                outcomes = dict(zip(order, pool.map(one, order), strict=True))
+    return [r for nb in notebooks for r in outcomes[nb]]
+
+
+def _rel(nb: Path, root: Path) -> str:
+    return str(nb.relative_to(root) if nb.is_relative_to(root) else nb.name)
+
+
+def longest_first(notebooks: Sequence[Path], summary: Path, root: Path) -> list[Path]:
+    """``notebooks`` by the seconds the last rehearsal took, longest first (never
+    rehearsed: first of all), so that two lanes end close together."""
+    from lab.experiments.rehearsing import read_summary
+
+    seconds = {n["notebook"]: n.get("seconds") for n in (read_summary(summary) or {}).get(
+        "notebooks", [])}  # fmt: skip
+
+    def key(nb: Path) -> float:
+        took = seconds.get(_rel(nb, root))
+        return -float(took) if isinstance(took, int | float) else -math.inf
+
+    return sorted(notebooks, key=key)

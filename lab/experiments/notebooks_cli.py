@@ -41,6 +41,12 @@ def add_parser(sub: Any) -> None:
         "(lab.experiments.rehearsing); kept under results/rehearsals/, never a verdict",
     )
     p.add_argument(
+        "--lanes",
+        type=int,
+        default=1,
+        help="with --rehearse: notebooks rehearsed at once (default 1; make rehearse: 2)",
+    )
+    p.add_argument(
         "--cluster", default=None, help="cluster profile name or path (default: each notebook's)"
     )
     p.add_argument(
@@ -75,11 +81,15 @@ def main(args: argparse.Namespace) -> int:
     parameters = parse_parameters(args.parameter, args.yaml)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     logging.getLogger("papermill").setLevel(logging.WARNING)  # the bar says which one runs
+    if args.lanes != 1 and not args.rehearse:
+        raise ParameterError("lanes", args.lanes, "1 (lanes are for --rehearse)")
     if args.rehearse:
         if args.scale == "smoke" or args.out is not None:
             raise ParameterError("rehearse", "with --scale smoke or --out", "--scale paper")
         timeout = args.timeout or REHEARSAL_TIMEOUT_S
-        results = rehearse(paths, args.cluster, timeout=timeout, parameters=parameters)
+        results = rehearse(
+            paths, args.cluster, timeout=timeout, parameters=parameters, lanes=args.lanes
+        )
     else:
         results = run_notebooks(
             paths,

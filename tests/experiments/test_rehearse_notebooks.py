@@ -62,3 +62,53 @@ def test_one_notebook_per_paper_rehearses(rel: str, _isolated_results: Path) -> 
         assert headers and all(h["device_fallback"].startswith("cuda -> cpu") for h in headers)
     summary = json.loads((base / "rehearsed.json").read_text())
     assert [(n["notebook"], n["ok"]) for n in summary["notebooks"]] == [(rel, True)]
+
+
+def test_longest_first_orders_by_the_last_rehearsal(tmp_path: Path) -> None:
+    from lab.experiments.notebooks import longest_first
+
+    summary = tmp_path / "rehearsed.json"
+    rows = [{"notebook": "a.ipynb", "seconds": 10.0}, {"notebook": "b.ipynb", "seconds": 90.0}]
+    summary.write_text(json.dumps({"notebooks": rows}))
+    paths = [tmp_path / n for n in ("a.ipynb", "b.ipynb", "new.ipynb")]
+    assert [p.name for p in longest_first(paths, summary, tmp_path)] == [
+        "new.ipynb",  # never rehearsed: its time is unknown, so it goes first
+        "b.ipynb",
+        "a.ipynb",
+    ]
+
+
+@pytest.mark.parametrize("lanes", [0, -1, 1.5, True])
+def test_lanes_must_be_a_whole_number_of_one_or_more(lanes: object) -> None:
+    from lab.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="lanes"):
+        rehearse([], lanes=lanes)  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="the rehearsal cluster's hosts need root")
+def test_two_lanes_rehearse_two_notebooks_at_once(_isolated_results: Path) -> None:
+    """Two lanes: both notebooks run, at the same time (the second starts before the first
+    ends), their outcomes come back in the order given and both are in rehearsed.json."""
+    rels = ["cmdare/lifetimes.ipynb", "00_tour.ipynb"]
+    plan = Plan(budget_s=20.0, max_workers=2, started="test")
+    done = rehearse([NOTEBOOK_DIR / r for r in rels], plan=plan, progress=False, lanes=2)
+    assert [d.ok for d in done] == [True, True], [d.error for d in done]
+    assert [d.notebook for d in done] == [NOTEBOOK_DIR / r for r in rels]
+    base = _isolated_results / "rehearsals"
+    summary = json.loads((base / "rehearsed.json").read_text())
+    assert sorted(n["notebook"] for n in summary["notebooks"]) == sorted(rels)
+    from datetime import datetime
+
+    timings = [
+        json.loads(line) for line in (base / "notebooks" / "timings.jsonl").read_text().split("\n")
+        if line
+    ]  # fmt: skip
+    spans = sorted(
+        (datetime.strptime(t["started"], "%Y-%m-%dT%H:%M:%S%z").timestamp(), t["seconds"])
+        for t in timings
+    )
+    (first, took), (second, _) = spans
+    assert second <= first + took, spans  # (to the second: started is written so)
