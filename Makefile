@@ -25,11 +25,11 @@ setup:
 run: setup
 	$(PY) -m lab notebooks --scale smoke
 
-# every notebook's paper-scale path on this machine's rehearsal cluster (needs root; 19 of
-# 19 in 44 min on 2 cores at 18-27 M loops/s, 2026-12-02): results/rehearsals/, never a
-# verdict (lab/experiments/rehearsing.py)
+# every notebook's paper-scale path on this machine's rehearsal cluster (needs root), two
+# notebooks at a time (a rehearsal measures nothing; much of it waits on links and
+# timed phases): results/rehearsals/, never a verdict (lab/experiments/rehearsing.py)
 rehearse: setup
-	$(PY) -m lab notebooks --scale paper --rehearse
+	$(PY) -m lab notebooks --scale paper --rehearse --lanes 2
 
 lint: setup
 	$(VENV)/bin/ruff check lab tests
