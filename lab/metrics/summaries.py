@@ -208,8 +208,12 @@ def summarize_runs(
 
 def summary_path(experiment: str, results_root: str | os.PathLike[str] | None = None) -> Path:
     """``results/<experiment>/summary.parquet`` (``summary.csv`` sits beside it): links to
-    the latest summary written."""
-    return _results_root(results_root) / experiment / "summary.parquet"
+    the latest summary written; during a rehearsal under ``results/rehearsals/``, so a
+    rehearsal's runs never become a measured experiment's latest summary."""
+    from lab.metrics.rehearsal import REHEARSALS_DIR, active
+
+    root = _results_root(results_root)
+    return (root / REHEARSALS_DIR if active() else root) / experiment / "summary.parquet"
 
 
 def write_summary(

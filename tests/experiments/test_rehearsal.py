@@ -250,6 +250,14 @@ def test_a_rehearsal_keeps_its_runs_apart(monkeypatch: pytest.MonkeyPatch, tmp_p
     made = new_run_dir("kungfu/fig9", tmp_path)
     assert made.parent == tmp_path / "rehearsals" / "runs" / "kungfu" / "fig9"
     assert runs_dir("kungfu/fig9", tmp_path) == made.parent
+    # the sweep's summary too: a rehearsal once wrote results/<experiment>/summary.*
+    import pandas as pd
+
+    from lab.metrics.summaries import write_summary
+
+    written = write_summary(pd.DataFrame({"run_id": ["x"]}), "kungfu/fig9", tmp_path)
+    assert written == tmp_path / "rehearsals" / "kungfu" / "fig9" / "summary.parquet"
+    assert written.is_file() and not (tmp_path / "kungfu").exists()
 
 
 def test_conclude_marks_a_rehearsal_and_keeps_it_apart(

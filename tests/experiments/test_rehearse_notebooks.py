@@ -44,6 +44,8 @@ def test_one_notebook_per_paper_rehearses(rel: str, _isolated_results: Path) -> 
     assert done.ok, f"{rel}: {done.error} (executed copy: {done.output})"
     base = _isolated_results / "rehearsals"
     assert not (_isolated_results / "verdicts").exists()  # no verdict changed
+    # nothing outside rehearsals/ (a sweep's summary once went to results/<experiment>/)
+    assert [p.name for p in _isolated_results.iterdir()] == ["rehearsals"]
     room = rel.split("/")[0]
     verdicts = sorted((base / "verdicts" / room / "paper").glob("*.json"))
     assert verdicts, f"{rel} saved no rehearsal verdict"
