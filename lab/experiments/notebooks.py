@@ -355,9 +355,6 @@ def rehearse(
             progress=progress and lanes == 1,  # bars of two lanes would overwrite each other
             parameters=parameters,  # a person's narrower sweep; still cut
         )
-        if lanes > 1:
-            for r in done:
-                print(f"{'ok' if r.ok else 'FAILED':6} {r.seconds:7.1f}s  {_rel(r.notebook, root)}")
         with written:
             write_summary(base / SUMMARY, plan, done, root)  # each as it ends
         return done
