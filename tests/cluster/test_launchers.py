@@ -22,7 +22,7 @@ import pytest
 
 from lab.cluster.inventory import Cluster, Host, allocate, local_cluster
 from lab.cluster.launchers import get_launcher
-from lab.cluster.launchers.base import Job, Line, ProcessSpec, find_program
+from lab.cluster.launchers.base import Job, Line, Lines, ProcessSpec, find_program
 from lab.cluster.launchers.horovod import HorovodLauncher
 from lab.cluster.launchers.kungfu import KungFuLauncher
 from lab.cluster.launchers.local import LocalLauncher
@@ -476,6 +476,23 @@ def test_horovod_demux_table(stream, text, rank, body):
     (spec,) = build(HorovodLauncher(program="horovodrun", as_root=False), make_job(2))
     expected = Line(rank, stream, text if rank is None else body)
     assert HorovodLauncher().demux(spec, stream, text) == expected
+
+
+def test_horovod_demux_splits_a_rank_line_that_follows_horovodruns_words() -> None:
+    """Seen after an elastic resize: horovodrun wrote "Process 1 exit with status code
+    134." with no newline, and rank 0's step record followed on the same line; each part
+    goes where it belongs, nothing lost."""
+    (spec,) = build(HorovodLauncher(program="horovodrun", as_root=False), make_job(2))
+    record = '@lab {"kind": "step", "rank": 0, "step": 763}'
+    text = (
+        f"[1]<stdout>:a\nProcess 1 exit with status code 134.[0]<stdout>:{record}\n[0]<stderr>:b\n"
+    )
+    assert HorovodLauncher().demux_block(spec, "stdout", text) == [
+        Lines(1, "stdout", "a\n"),
+        Lines(None, "stdout", "Process 1 exit with status code 134.\n"),
+        Lines(0, "stdout", record + "\n"),
+        Lines(0, "stderr", "b\n"),
+    ]
 
 
 def test_horovodrun_real_run_demuxes_every_line():

@@ -36,6 +36,7 @@ import importlib.util
 import ipaddress
 import logging
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import ClassVar
@@ -47,10 +48,12 @@ from lab.cluster.launchers.base import (
     INSTALL_MPI,
     Job,
     Line,
+    Lines,
     ProcessSpec,
     base_env,
     check_job,
     choice_option,
+    demux_each,
     find_program,
     launcher_host,
     mpi_host_list,
@@ -61,6 +64,8 @@ from lab.errors import LaunchError
 from lab.metrics.tags import parse_gloo_tag, parse_openmpi_tag
 
 log = logging.getLogger(__name__)
+# where a rank's tag ([3]<stdout>: or, under mpirun, [1,3]<stdout>:) starts mid-line
+MIDLINE_TAG = re.compile(r"(?<=[^\n])(?=\[(?:\d+,)?\d+\]<std(?:out|err|diag)>:)")
 
 CONTROLLERS = ("gloo", "mpi")
 INSTALL_HOROVOD = (
@@ -195,6 +200,14 @@ class HorovodLauncher:
                 role="launcher",
             )
         ]
+
+    def demux_block(self, spec: ProcessSpec, stream: str, text: str) -> list[Lines]:
+        """``demux`` line by line, after a line is split where a rank's tag starts in its
+        middle: horovodrun prints some of its own words without a newline ("Process 1 exit
+        with status code 134."), and the next rank's line then followed them on the same
+        line (seen after an elastic resize), which left that rank's record untagged."""
+        text = MIDLINE_TAG.sub("\n", text)
+        return demux_each(lambda raw: self.demux(spec, stream, raw), text)
 
     def demux(self, spec: ProcessSpec, stream: str, text: str) -> Line:
         tagged = parse_gloo_tag(text) or parse_openmpi_tag(text)
