@@ -21,9 +21,8 @@ WIDE = "wide_listeners"
 
 def applies(cluster: Cluster, launcher: Launcher) -> bool:
     """A job of a wide-listening engine whose hosts are all this machine."""
-    if cluster.slurm is not None or not cluster.hosts:
-        return False
-    return bool(getattr(launcher, WIDE, False)) and cluster.is_local
+    wide = bool(getattr(launcher, WIDE, False))
+    return wide and cluster.slurm is None and bool(cluster.hosts) and cluster.is_local
 
 
 class LoopbackHook(LaunchHook):

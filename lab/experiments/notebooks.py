@@ -369,20 +369,16 @@ def rehearse(
     return [r for nb in notebooks for r in outcomes[nb]]
 
 
-def _rel(nb: Path, root: Path) -> str:
-    return str(nb.relative_to(root) if nb.is_relative_to(root) else nb.name)
-
-
 def longest_first(notebooks: Sequence[Path], summary: Path, root: Path) -> list[Path]:
     """``notebooks`` by the seconds the last rehearsal took, longest first (never
     rehearsed: first of all), so that two lanes end close together."""
-    from lab.experiments.rehearsing import read_summary
+    from lab.experiments.rehearsing import read_summary, summary_key
 
     seconds = {n["notebook"]: n.get("seconds") for n in (read_summary(summary) or {}).get(
         "notebooks", [])}  # fmt: skip
 
     def key(nb: Path) -> float:
-        took = seconds.get(_rel(nb, root))
+        took = seconds.get(summary_key(nb, root))
         return -float(took) if isinstance(took, int | float) else -math.inf
 
     return sorted(notebooks, key=key)

@@ -77,13 +77,18 @@ def rehearsing(plan: Plan) -> Iterator[Plan]:
             os.environ[REHEARSAL_ENV] = previous
 
 
+def summary_key(notebook: Path, root: Path) -> str:
+    """A notebook's name in ``rehearsed.json``: its path under ``root``, else as given."""
+    return str(notebook.relative_to(root) if notebook.is_relative_to(root) else notebook)
+
+
 def write_summary(path: Path, plan: Plan, done: Sequence[Any], root: Path) -> Path:
     """``rehearsed.json``: the plan and each notebook's outcome, merged into what earlier
     rehearsals said of the others (a rehearsal of a subset updates its own notebooks)."""
     old = read_summary(path) or {}
     per = {n["notebook"]: n for n in old.get("notebooks", [])}
     for r in done:
-        rel = str(r.notebook.relative_to(root) if r.notebook.is_relative_to(root) else r.notebook)
+        rel = summary_key(r.notebook, root)
         per[rel] = {
             "notebook": rel,
             "ok": r.ok,

@@ -86,7 +86,13 @@ def active() -> Plan | None:
     return Plan.from_env(text) if text else None
 
 
+def written_root(results: Path) -> Path:
+    """The part of a results root this process writes runs and summaries to: the root, or
+    during a rehearsal its ``rehearsals/``, apart from every measurement."""
+    return results / REHEARSALS_DIR if active() else results
+
+
 def runs_root(results: Path) -> Path:
     """Where run directories go under a results root: ``runs/``, or during a rehearsal
     ``rehearsals/runs/``, apart from every measured run."""
-    return results / REHEARSALS_DIR / "runs" if active() else results / "runs"
+    return written_root(results) / "runs"

@@ -210,10 +210,9 @@ def summary_path(experiment: str, results_root: str | os.PathLike[str] | None = 
     """``results/<experiment>/summary.parquet`` (``summary.csv`` sits beside it): links to
     the latest summary written; during a rehearsal under ``results/rehearsals/``, so a
     rehearsal's runs never become a measured experiment's latest summary."""
-    from lab.metrics.rehearsal import REHEARSALS_DIR, active
+    from lab.metrics.rehearsal import written_root
 
-    root = _results_root(results_root)
-    return (root / REHEARSALS_DIR if active() else root) / experiment / "summary.parquet"
+    return written_root(_results_root(results_root)) / experiment / "summary.parquet"
 
 
 def write_summary(

@@ -68,13 +68,9 @@ def run(cfg: Config) -> int:
         opt.apply_gradients(zip(grads, variables, strict=True))
         return loss, outputs
 
-    @common.step_function(tf)
-    def broadcast_state() -> None:
-        # a function of its own: as the step's ``first_batch`` argument it made a second
-        # trace of the whole step (~5 s of a 2-rank ResNet-50 warm-up here)
-        hvd.broadcast_variables(model.variables, root_rank=0)
-        slots = opt.variables  # a property in tf-keras, a method in older Keras
-        hvd.broadcast_variables(slots() if callable(slots) else slots, root_rank=0)
+    broadcast_state = common.state_broadcast(
+        tf, model, opt, lambda variables: hvd.broadcast_variables(variables, root_rank=0)
+    )
 
     def step_fn(i: int) -> tuple[Any, dict[str, Any]]:
         out = train_step(cfg.monitor != "none" and i % cfg.interval == 0)

@@ -118,12 +118,7 @@ def run(cfg: Config) -> int:
             opt.apply_gradients(zip(grads, variables, strict=True))
             return loss, outputs
 
-        @common.step_function(tf)
-        def broadcast_state() -> None:
-            # its own function: as the step's argument it made a second trace of the step
-            broadcast_variables(model.variables)
-            slots = opt.variables
-            broadcast_variables(slots() if callable(slots) else slots)
+        broadcast_state = common.state_broadcast(tf, model, opt, broadcast_variables)
 
         def step(first_batch: bool, measure: bool) -> Any:
             out = train_step(measure)
