@@ -58,8 +58,9 @@ class Config(TrainingConfig):
     )
     chief_grace: float = flag(
         0.0,
-        "ps/worker tasks: seconds to wait for a chief whose host vanished (revoked) to come "
-        "back, when its replacement is planned; 0 (none planned): a chief that stops "
+        "ps/worker tasks: seconds to wait for a silent chief (revoked, or its replacement "
+        "starting) to answer again, when a replacement is planned (needs --checkpoint-dir, "
+        "where the chief marks a normal end); 0 (none planned): a chief that stops "
         "answering counts as ended, like one whose host refuses the connection",
     )
     checkpoint_dir: str = flag(
@@ -88,6 +89,8 @@ class Config(TrainingConfig):
         )
         if not self.chief_grace >= 0:
             raise ParameterError("chief_grace", self.chief_grace, "seconds >= 0")
+        if self.chief_grace and not self.checkpoint_dir:
+            raise ParameterError("checkpoint_dir", "", "a directory, with --chief-grace")
         if self.checkpoint_every and not self.checkpoint_dir:
             raise ParameterError("checkpoint_dir", "", "a directory, with --checkpoint-every")
         if self.monitor != "none" and not BACKENDS[self.backend][1]:

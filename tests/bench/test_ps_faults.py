@@ -4,6 +4,7 @@ the newest checkpoint, and refusing checkpoint flags that cannot work."""
 from __future__ import annotations
 
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -58,17 +59,68 @@ def test_a_chief_that_stops_answering_ends_the_task_when_no_replacement_is_plann
     assert given == ["up", "up", "gone", "refused"]
 
 
-def test_a_vanished_chief_is_waited_for_when_a_replacement_is_planned(
+def test_a_silent_chief_is_waited_for_until_it_marks_its_end_when_a_replacement_is_planned(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # revoked, its replacement starting (refusals), up, then ended: the task ends with 0
+    # revoked, its replacement starting (refusals), up, then ended and marked: 0
     back = ["up", "gone", "gone", "refused", "refused", "refused", "refused", "up", "refused"]
     given = _scripted_probe(monkeypatch, back)
-    assert ps.watch_chief("10.0.0.4:23450", wait=5, grace=30) == 0
+    marked = lambda: len(given) >= len(back) + 2  # noqa: E731  (marked two probes after)
+    assert ps.watch_chief("10.0.0.4:23450", wait=5, grace=30, ended=marked) == 0
     assert given == [*back, "refused", "refused"]
     # no replacement answers within the grace: the task ends with 1
     _scripted_probe(monkeypatch, ["up", "gone", "refused"])
-    assert ps.watch_chief("10.0.0.4:23450", wait=5, grace=0.05) == 1
+    assert ps.watch_chief("10.0.0.4:23450", wait=5, grace=0.05, ended=lambda: False) == 1
+
+
+def test_refusals_alone_never_end_a_server_that_awaits_a_replacement(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The race a rehearsal found: a PS starved of CPU never probed inside the revoked
+    chief's one-second outage, saw the replacement's refusals while it imported TF, took
+    them for an end and left, and the replacement waited for a PS that was gone."""
+    starts = ["up", "up", *["refused"] * 12, "up", "up"]
+    given = _scripted_probe(monkeypatch, [*starts, "refused"])
+    marked = lambda: len(given) > len(starts) + 1  # noqa: E731
+    assert ps.watch_chief("10.0.0.4:23450", wait=5, grace=30, ended=marked) == 0
+    assert given[: len(starts)] == starts  # it stayed through every refusal
+
+
+def test_a_server_task_outlives_a_replacement_chief_on_a_real_port(tmp_path: Path) -> None:
+    """The watcher against a real listening port: up, closed for longer than three probes
+    with no outage in between (what a stalled server sees), up again (the replacement),
+    then closed after the chief's end mark is written. The watcher stays through the
+    first gap and leaves after the mark."""
+    import threading
+
+    token = "job-1"
+    ps.mark_ended(str(tmp_path), "another-job")  # a stale mark of another job is ignored
+    with socket.socket() as probe_port:
+        probe_port.bind(("127.0.0.1", 0))
+        port = probe_port.getsockname()[1]
+    chief = socket.socket()
+    chief.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    chief.bind(("127.0.0.1", port))
+    chief.listen()
+    result: list[int] = []
+    watcher = threading.Thread(target=lambda: result.append(ps.watch_chief(
+        f"127.0.0.1:{port}", wait=5, grace=30,
+        ended=lambda: ps.ended_normally(str(tmp_path), token))), daemon=True)  # fmt: skip
+    watcher.start()
+    time.sleep(1.2)
+    chief.close()  # revoked; the replacement is importing TensorFlow
+    time.sleep(ps.POLL_SECONDS * (ps.MISSES_TO_EXIT + 3))
+    assert watcher.is_alive(), "a server left while the chief's replacement was starting"
+    chief = socket.socket()
+    chief.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    chief.bind(("127.0.0.1", port))
+    chief.listen()
+    time.sleep(1.2)
+    ps.mark_ended(str(tmp_path), token)
+    chief.close()
+    watcher.join(timeout=10)
+    assert result == [0]
+    assert not list(tmp_path.glob("*.partial"))
 
 
 def test_latest_checkpoint_is_the_highest_complete_step(tmp_path: Path) -> None:
@@ -89,3 +141,5 @@ def test_checkpoint_flags_are_checked() -> None:
     assert (cfg.checkpoint_every, cfg.chief_grace) == (10, 5.0)
     with pytest.raises(ParameterError):
         synthetic.Config.from_argv(["--chief-grace", "-1"])
+    with pytest.raises(ParameterError, match="checkpoint-dir.*with --chief-grace"):
+        synthetic.Config.from_argv(["--chief-grace", "5"])  # no place for the end mark

@@ -8,12 +8,18 @@ also come from LAB_PS_ROLE / LAB_PS_INDEX):
   each server task polls that address: it waits (at most ``--ps-wait`` seconds) for the
   chief to answer, then exits 0 once the chief's host refuses connections (the chief
   ended). No shared filesystem and no extra channel is needed, and every process ends on
-  its own after the chief ends. Where a chief's replacement is planned (``--chief-grace``
-  seconds), a chief whose host stops answering at all (revoked, see lab.cluster.faults)
-  is waited for that long. Without one, no answer counts as an end too: a server task (a
-  0.1-core PS behind a 30 Mbit/s link) once got no answer within the probe's 1 s just as
-  the chief ended, waited 60 s, and failed the run. (The cause was not found: a bulk TCP
-  flow on such a link delayed a connect by at most 0.1 s here.)
+  its own after the chief ends. Without a planned replacement, no answer counts as an end
+  too: a server task (a 0.1-core PS behind a 30 Mbit/s link) once got no answer within the
+  probe's 1 s just as the chief ended, waited 60 s, and failed the run. (The cause was not
+  found: a bulk TCP flow on such a link delayed a connect by at most 0.1 s here.)
+  Where a chief's replacement is planned (``--chief-grace`` seconds, with a
+  ``--checkpoint-dir`` to resume from), a silent chief port does not tell an end from a
+  replacement starting up: a server starved of CPU once missed the revoked chief's
+  one-second outage, saw only the replacement's refusals while it imported TensorFlow, and
+  left. So the chief that ends normally writes an end mark (``chief-ended`` in the
+  checkpoint directory, holding the job's token) before it exits, and a server leaves on a
+  refusal only once that mark is there; otherwise it waits up to ``chief_grace`` s for the
+  chief to answer again and fails if none does.
 - the ``chief`` builds the model under ``strategy.scope()`` (variables live on the ps
   tasks), schedules ``(warmup + steps) × workers`` steps through a ClusterCoordinator, and
   reports. Closures go to whichever worker is free, so a fast worker runs more steps.
@@ -37,12 +43,15 @@ each worker rank, all with ``reporter: "chief"``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
 import sys
 import time
 import traceback
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from lab.bench.backends import checkpoints, common
@@ -59,6 +68,7 @@ SHARD_BYTES = 64 << 10  # variables larger than this are split over the servers
 # consecutive unanswered connects before a server task decides the chief ended; with no
 # replacement planned one refusal is an end (three cost ~1.5 s of every ps run's teardown)
 MISSES_TO_EXIT = 3
+ENDED_MARK = "chief-ended"  # in the checkpoint directory: the chief ended normally
 
 
 def read_tf_config() -> tuple[dict[str, Any], str, int]:
@@ -101,14 +111,43 @@ def _probe(address: str, timeout: float = 1.0) -> str:
         return "gone"
 
 
-def watch_chief(address: str, wait: float, grace: float = 0.0) -> int:
+def job_token() -> str:
+    """What tells this job's end mark from another's in a shared checkpoint directory: the
+    launcher's ``LAB_PS_JOB``, else a digest of the cluster spec."""
+    token = os.environ.get("LAB_PS_JOB", "")
+    if token:
+        return token
+    cluster = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster", {})
+    return hashlib.sha256(json.dumps(cluster, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def mark_ended(checkpoint_dir: str, token: str) -> None:
+    """Say, where the servers look, that the chief ended normally (not revoked)."""
+    path = Path(checkpoint_dir) / ENDED_MARK
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{ENDED_MARK}.{os.getpid()}.partial")
+    partial.write_text(token)
+    partial.replace(path)  # whole or absent: a server never reads half a token
+
+
+def ended_normally(checkpoint_dir: str, token: str) -> bool:
+    """Whether this job's chief left its end mark in ``checkpoint_dir``."""
+    try:
+        return (Path(checkpoint_dir) / ENDED_MARK).read_text() == token
+    except OSError:
+        return False
+
+
+def watch_chief(
+    address: str, wait: float, grace: float = 0.0, ended: Callable[[], bool] | None = None
+) -> int:
     """Block while the chief runs; 0 once it has come and gone, 1 if it never came.
 
-    A chief that ends leaves its host refusing connections. With a ``grace`` (a
-    replacement is planned), a chief whose host vanishes (revoked) is waited for up to
-    ``grace`` seconds, refusals included (a replacement starting up); the task ends with 1
-    if none answers, and after ``MISSES_TO_EXIT`` refusals once it is back. Without one,
-    a refusal ends the task at once, and so do ``MISSES_TO_EXIT`` probes without an answer.
+    Without a ``grace`` (no replacement planned), a refusal ends the task at once, and so
+    do ``MISSES_TO_EXIT`` probes without an answer. With one, only ``ended()`` (the chief's
+    end mark) tells an end; a chief that does not answer — revoked, or its replacement
+    starting — is waited for up to ``grace`` seconds, and the task ends with 1 if none
+    answers by then.
     """
     deadline = time.monotonic() + wait
     while _probe(address) != "up":
@@ -127,14 +166,17 @@ def watch_chief(address: str, wait: float, grace: float = 0.0) -> int:
                 print(f"chief {address} is back", file=sys.stderr, flush=True)
             misses, lost_since = 0, None
             continue
-        if state == "gone" and lost_since is None and grace > 0:
-            lost_since = time.monotonic()
-            print(f"chief {address} vanished; waiting {grace:.0f} s", file=sys.stderr, flush=True)
-        if lost_since is not None:
-            if time.monotonic() - lost_since > grace:
+        if grace > 0:
+            if ended is not None and ended():
+                return 0
+            if lost_since is None:
+                lost_since = time.monotonic()
+                print(f"chief {address} {state}; waiting {grace:.0f} s for it or its "
+                      "replacement", file=sys.stderr, flush=True)  # fmt: skip
+            elif time.monotonic() - lost_since > grace:
                 return 1
             continue
-        if state == "refused" and grace <= 0:
+        if state == "refused":
             return 0  # its host answers and nothing listens: the chief has ended
         misses += 1
         if misses >= MISSES_TO_EXIT:
@@ -148,7 +190,9 @@ def serve(tf: Any, cfg: Config, cluster: dict[str, Any], role: str, index: int) 
     )
     print(f"{role} {index} serving at {server.target}", file=sys.stderr, flush=True)
     emit("event", event="serving", role=role, index=index)  # up: a replacement's share returns
-    code = watch_chief(cluster["chief"][0], cfg.ps_wait, cfg.chief_grace)
+    token = job_token()
+    code = watch_chief(cluster["chief"][0], cfg.ps_wait, cfg.chief_grace,
+                       lambda: ended_normally(cfg.checkpoint_dir, token))  # fmt: skip
     print(f"{role} {index}: chief ended, exiting", file=sys.stderr, flush=True)
     return code
 
@@ -246,6 +290,8 @@ def train(tf: Any, cfg: Config, cluster: dict[str, Any]) -> NoReturn:
     coordinator.join()
     rep.rank = 0
     rep.summary(steps_per_worker={str(w): n for w, n in sorted(done.items())}, reporter="chief")
+    if cfg.chief_grace > 0:  # the servers wait out a silent chief unless told it ended
+        mark_ended(cfg.checkpoint_dir, job_token())
     # Exit here, not by returning: freeing this frame's tf.functions makes each one's
     # __del__ ask every remote worker to drop it, which held the chief 10-60 s after its
     # summary (seen in py-spy: Context.remove_function).

@@ -18,6 +18,7 @@ block per job (lab.cluster.ports) unless given, so two jobs on one machine never
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Sequence
 from typing import Any
 
@@ -120,6 +121,7 @@ class ParameterServerLauncher(PerRankLauncher):
             "ps": addresses[n_workers : n_workers + n_ps],
         }
         common = base_env(job)
+        token = secrets.token_hex(8)  # names this job's chief-ended mark (lab.bench.backends.ps)
         specs = []
         for rank, (role, index, host, gpu_env) in enumerate(plan):
             tf_config = {"cluster": cluster, "task": {"type": role, "index": index}}
@@ -130,6 +132,7 @@ class ParameterServerLauncher(PerRankLauncher):
                 "LAB_PS_INDEX": str(index),
                 "LAB_PS_NUM_WORKERS": str(n_workers),
                 "LAB_PS_NUM_PS": str(n_ps),
+                "LAB_PS_JOB": token,
                 "RANK": str(rank),
                 "WORLD_SIZE": str(len(plan)),
                 **gpu_env,
