@@ -1,10 +1,16 @@
-"""A run's observers (the live view, tees, fault injectors) are fed from one thread of
-their own, so a pipe reader only ever splits, writes and queues (DESIGN.md, contract 5).
+"""A run's observers (the live view, tees, fault injectors, the emulated hosts' start-up
+gate) are fed from threads of their own, so a pipe reader only ever splits, writes and
+queues (DESIGN.md, contract 5).
 
-Readers queue each read's lines as blocks (lab.cluster.launchers.base.Lines); the feed
-thread hands them on in the order they were queued, so each rank's and stream's lines
-keep their order. The queue is bounded: an observer far behind makes the readers wait
-(the ranks then wait on their pipes) rather than memory grow or a line be dropped.
+Readers queue each read's lines as blocks (lab.cluster.launchers.base.Lines); each
+observer has its own lane — a bounded queue and a thread — that hands the blocks on in
+the order they were queued, so each rank's and stream's lines keep their order. One
+lane each, because observers that act on a record (the start-up gate applying the hosts'
+CPU shares at the first step, a fault injector revoking a host at step N) must not wait
+behind one that draws: in a rehearsal on a loaded machine the shares applied ~3 s after
+a PS job's first step record was printed, just after its last one, so no step counted.
+The queues are bounded: an observer far behind makes the readers wait (the ranks then
+wait on their pipes) rather than memory grow or a line be dropped.
 """
 
 from __future__ import annotations
@@ -17,11 +23,42 @@ from typing import Any
 
 from lab.cluster.launchers.base import Line, Lines, RunObserver
 
-MAX_QUEUED = 64  # reads' worth of blocks (each at most one read buffer of text)
+MAX_QUEUED = 64  # reads' worth of blocks per observer (each at most one read buffer of text)
+
+
+class _Lane:
+    """One observer's queue and the thread that empties it into the observer."""
+
+    def __init__(self, obs: Any, notify: Callable[..., None], max_queued: int) -> None:
+        self.obs, self._notify = obs, notify
+        self.bulk = callable(getattr(obs, "on_lines", None))
+        self.queue: queue.Queue[list[Lines] | None] = queue.Queue(maxsize=max_queued)
+        self.delivered = 0  # blocks handed on so far
+        self.sent_end = False
+        self.thread = threading.Thread(target=self._run, name="lab-observers", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            blocks = self.queue.get()
+            if blocks is None:
+                return
+            for block in blocks:
+                self.deliver(block)
+                self.delivered += 1
+
+    def deliver(self, block: Lines) -> None:
+        if self.bulk:
+            self._notify(self.obs, "on_lines", block)
+            return
+        rank, stream = block.rank, block.stream
+        for text in block.lines:
+            self._notify(self.obs, "on_line", Line(rank, stream, text))
 
 
 class ObserverFeed:
-    """Hands blocks of lines to ``observers`` from one thread, started on the first block.
+    """Hands blocks of lines to each of ``observers`` from a thread of its own, the threads
+    started on the first block.
 
     Args:
         observers: told of every line, by ``on_lines(block)`` where they have it, else
@@ -36,73 +73,59 @@ class ObserverFeed:
         notify: Callable[..., None],
         max_queued: int = MAX_QUEUED,
     ) -> None:
-        self._observers = [(o, callable(getattr(o, "on_lines", None))) for o in observers]
+        self._observers = list(observers)
         self._notify = notify
-        self._queue: queue.Queue[list[Lines] | None] = queue.Queue(maxsize=max_queued)
-        self._thread: threading.Thread | None = None
+        self._max_queued = max_queued
+        self._lanes: list[_Lane] | None = None
         self._lock = threading.Lock()
         self.closed = False
-        self.delivered = 0  # blocks handed on so far
-        self._sent_end = False
         self._abandoned = False  # close() gave up on a stuck observer
 
+    @property
+    def delivered(self) -> int:
+        """Blocks handed on so far, summed over the observers."""
+        return sum(lane.delivered for lane in self._lanes or ())
+
     def put(self, blocks: list[Lines]) -> None:
-        """Queue one read's blocks (from a reader thread); waits only while the queue is full."""
+        """Queue one read's blocks for every observer (from a reader thread); waits only
+        while an observer's queue is full."""
         if not self._observers or not blocks or self.closed:
             return
-        if self._thread is None:
+        if self._lanes is None:
             with self._lock:
-                if self._thread is None:
-                    self._thread = threading.Thread(
-                        target=self._run, name="lab-observers", daemon=True
-                    )
-                    self._thread.start()
-        while True:
-            try:
-                self._queue.put(blocks, timeout=0.5)
-                return
-            except queue.Full:
-                if self.closed and (self._abandoned or not self._thread.is_alive()):
-                    return  # the run has ended and its observers with it
+                if self._lanes is None:
+                    self._lanes = [
+                        _Lane(o, self._notify, self._max_queued) for o in self._observers
+                    ]
+        for lane in self._lanes:
+            while True:
+                try:
+                    lane.queue.put(blocks, timeout=0.5)
+                    break
+                except queue.Full:
+                    if self.closed and (self._abandoned or not lane.thread.is_alive()):
+                        break  # the run has ended and this observer with it
 
     def close(self, stall: float = 5.0) -> bool:
-        """Deliver everything queued, then end the thread. Waits as long as the observers
+        """Deliver everything queued, then end the threads. Waits as long as the observers
         make progress; False if they made none for ``stall`` seconds (an observer that
         blocks), in which case later blocks are no longer queued."""
         self.closed = True
-        thread = self._thread
-        if thread is None:
-            return True
+        lanes = self._lanes or []
         seen, since = -1, time.monotonic()
-        while thread.is_alive():
+        while any(lane.thread.is_alive() for lane in lanes):
             if self.delivered != seen:
                 seen, since = self.delivered, time.monotonic()
             elif time.monotonic() - since > stall:
                 self._abandoned = True
                 return False
-            if not self._sent_end:
-                try:
-                    self._queue.put(None, timeout=0.2)
-                    self._sent_end = True
-                except queue.Full:
-                    continue
-            thread.join(0.2)
+            for lane in lanes:
+                if not lane.sent_end:
+                    try:
+                        lane.queue.put(None, timeout=0.05)
+                        lane.sent_end = True
+                    except queue.Full:
+                        continue
+            for lane in lanes:
+                lane.thread.join(0.2 / len(lanes))
         return True
-
-    def _run(self) -> None:
-        while True:
-            blocks = self._queue.get()
-            if blocks is None:
-                return
-            for block in blocks:
-                for obs, bulk in self._observers:
-                    self.deliver(obs, bulk, block)
-                self.delivered += 1
-
-    def deliver(self, obs: Any, bulk: bool, block: Lines) -> None:
-        if bulk:
-            self._notify(obs, "on_lines", block)
-            return
-        rank, stream = block.rank, block.stream
-        for text in block.lines:
-            self._notify(obs, "on_line", Line(rank, stream, text))

@@ -197,6 +197,32 @@ def test_feed_tells_every_line_in_order_from_its_own_thread() -> None:
     assert counter.counts == {0: 3000, 1: 3000}
 
 
+def test_a_slow_observer_does_not_hold_back_another() -> None:
+    """The start-up gate and fault injectors act on step records; a view that draws slowly
+    (a loaded machine, a busy kernel) must not delay them: each observer has its own
+    thread. With one thread for all, the quick observer would wait for the slow one."""
+    release, all_in = threading.Event(), threading.Event()
+    got: list[str] = []
+
+    class Slow:
+        def on_lines(self, block: Lines) -> None:
+            release.wait(30)
+
+    class Quick:
+        def on_lines(self, block: Lines) -> None:
+            got.append(block.text)
+            if len(got) == 3:
+                all_in.set()
+
+    feed = ObserverFeed([Slow(), Quick()], lambda o, m, *a: getattr(o, m)(*a))
+    for i in range(3):
+        feed.put([Lines(0, "stdout", f"step {i}\n")])
+    assert all_in.wait(10), "the quick observer waited behind the slow one"
+    release.set()
+    assert feed.close()
+    assert got == ["step 0\n", "step 1\n", "step 2\n"]
+
+
 def test_feed_gives_up_on_an_observer_that_never_returns() -> None:
     stuck = threading.Event()
 
