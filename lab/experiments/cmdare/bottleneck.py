@@ -37,8 +37,9 @@ MIN_TIMED_STEPS = 3  # a point's speed needs two intervals between timed step en
 # The fewest steps a rehearsal may cut a point to: its reading needs 3 timed steps after the
 # hosts' shares apply (a step before is not timed: flag_before_shares) and two host-load
 # samples (0.5 s apart) inside them; rehearsals with 2, 3 and 5 steps of ~60 ms failed on
-# one or the other, so ~2.5 s of steps
-REHEARSAL_STEPS = 40
+# one or the other. 40 steps (~2.5 s) failed once beside another notebook: the shares
+# applied 3 s after the first step record was printed, after the last; 80 leave ~5 s
+REHEARSAL_STEPS = 80
 SCALES_WITH = 0.85  # measured / predicted speed at or above this: no bottleneck
 BUSY = 0.8  # a resource used at or above this fraction is saturated
 
