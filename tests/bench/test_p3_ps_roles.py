@@ -114,3 +114,28 @@ def test_worker_wakes_the_forward_pass_once_its_layer_has_every_value() -> None:
     torch.testing.assert_close(flats[0], torch.tensor([1.0, 2.0, 3.0, 4.0]))
     worker.wait_layer(1, 1, lambda: None)  # complete: returns at once
     worker.wait_layer(7, 3, lambda: None)  # a layer without keys has nothing to wait for
+
+
+def test_a_hosts_own_messages_skip_the_send_queues() -> None:
+    """A push to this host's shard and the shard's answer to this host's worker are calls
+    made where they arise (no wire, so no queue); a remote key's push is queued."""
+    from lab.bench.p3.ps import Worker
+
+    keys = [Key(0, 0, 0, 2, 0, 0), Key(1, 0, 2, 4, 1, 0)]  # key 0 here, key 1 on rank 1
+    flats = [torch.zeros(4)]
+    queued: list[tuple] = []
+    worker = Worker(0, keys, flats, True, True, lambda *m: queued.append(m), Trace([]))
+    server = Server(0, keys[:1], {0: worker.views[0]}, 1, 0.5, True, True,
+                    lambda *m: queued.append(m), Trace([]))  # fmt: skip
+    server.local_worker, worker.local_server = worker.receive, server.receive
+    on: list[str] = []
+    real = server.receive
+    server.receive = lambda *m: (on.append(threading.current_thread().name), real(*m))[1]
+    worker.local_server = server.receive
+    worker.gradient_ready(0, torch.tensor([2.0, 4.0, 6.0, 8.0]), step=0)
+    worker.close()
+    server.close()
+    assert on == [threading.current_thread().name]  # handed over on the hook's thread
+    torch.testing.assert_close(flats[0][:2], torch.tensor([-1.0, -2.0]))  # 0 - 0.5 * grad
+    assert worker.layer_version[0] == 0  # layer 0 still waits for key 1's value
+    assert [(dst, kind, key) for dst, kind, key, *_ in queued] == [(1, PUSH, 1)]

@@ -141,5 +141,5 @@ def test_checkpoint_flags_are_checked() -> None:
     assert (cfg.checkpoint_every, cfg.chief_grace) == (10, 5.0)
     with pytest.raises(ParameterError):
         synthetic.Config.from_argv(["--chief-grace", "-1"])
-    with pytest.raises(ParameterError, match="checkpoint-dir.*with --chief-grace"):
+    with pytest.raises(ParameterError, match=r"checkpoint-dir.*with --chief-grace"):
         synthetic.Config.from_argv(["--chief-grace", "5"])  # no place for the end mark

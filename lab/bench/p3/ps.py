@@ -7,6 +7,12 @@ push with an acknowledgement once the key is updated, and the worker then sends 
 separate pull; ``p3`` answers every push with the updated values (merged push/pull), and
 its queues, at the worker and at the server, hand out the key of the layer nearest the
 input first.
+
+A message between a host's own worker and server shard never reaches a wire, so it skips
+the send queues: the call is made where the message arises (the gradient hook, the
+update). Through the queues each of a host's ~40 own slices a step woke two sending
+threads — a cost of the lab's Python, not of P3's schedule, which orders what a host's
+link carries.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from lab.bench.p3.transport import ACK, PULL, PUSH, VALUE
 JOIN_S = 10.0
 
 Send = Callable[[int, int, int, int, Any], None]  # (dst, kind, key, step, payload)
+Receive = Callable[[int, int, int, int, Any], None]  # (kind, key, step, src, payload)
 
 
 class Trace:
@@ -125,12 +132,20 @@ class Server:
         self._lock = threading.Lock()
         self.outbox: SendQueue = SendQueue(by_priority)
         self.sender = Sender(self.outbox, send, trace, f"server-{rank}-send")
+        # this host's worker's receive: its answers are handed over, not queued
+        self.local_worker: Receive | None = None
+
+    def _answer(self, dst: int, kind: int, key: int, step: int, payload: Any, layer: int) -> None:
+        if dst == self.rank and self.local_worker is not None:
+            self.local_worker(kind, key, step, self.rank, payload)
+        else:
+            self.outbox.put((dst, kind, key, step, payload), layer)
 
     def receive(self, kind: int, key: int, step: int, src: int, payload: Any) -> None:
         """Handle one push or pull of ``key`` from worker ``src``."""
         layer = self.keys[key].layer
         if kind == PULL:
-            self.outbox.put((src, VALUE, key, step, self.values[key]), layer)
+            self._answer(src, VALUE, key, step, self.values[key], layer)
             return
         with self._lock:
             pushes = self.pushes[key]
@@ -142,9 +157,9 @@ class Server:
         self.trace.slice(step, key, "update")
         for w in range(self.workers):
             if self.merged:
-                self.outbox.put((w, VALUE, key, step, self.values[key]), layer)
+                self._answer(w, VALUE, key, step, self.values[key], layer)
             else:
-                self.outbox.put((w, ACK, key, step, None), layer)
+                self._answer(w, ACK, key, step, None, layer)
 
     def _sum(self, key: int, pushes: list[Any]) -> Any:
         """The pushes' sum, added in arrival order (as one running sum would)."""
@@ -201,19 +216,31 @@ class Worker:
         self.cond = threading.Condition()
         self.queue: SendQueue = SendQueue(by_priority)
         self.sender = Sender(self.queue, send, trace, f"worker-{rank}-send")
+        # this host's server shard's receive: pushes and pulls of its keys are handed over
+        self.local_server: Receive | None = None
+
+    def _send(self, k: Key, kind: int, step: int, payload: Any) -> None:
+        """Queue a message for ``k``'s server, or hand it to this host's shard at once."""
+        if k.server == self.rank and self.local_server is not None:
+            if kind == PUSH:
+                self.trace.slice(step, k.id, "push_start")
+            self.local_server(kind, k.id, step, self.rank, payload)
+            self.trace.slice(step, k.id, "push_sent" if kind == PUSH else "pull_sent")
+        else:
+            self.queue.put((k.server, kind, k.id, step, payload), k.layer)
 
     def gradient_ready(self, tensor: int, grad: Any, step: int) -> None:
         """Backprop produced ``grad`` of one tensor: queue its keys' pushes."""
         flat = grad.reshape(-1)
         for k in self.by_tensor.get(tensor, ()):
             self.trace.slice(step, k.id, "grad")
-            self.queue.put((k.server, PUSH, k.id, step, flat[k.start : k.stop]), k.layer)
+            self._send(k, PUSH, step, flat[k.start : k.stop])
 
     def receive(self, kind: int, key: int, step: int, src: int, payload: Any) -> None:
         k = self.keys[key]
         if kind == ACK:
             self.trace.slice(step, key, "ack")
-            self.queue.put((k.server, PULL, key, step, None), k.layer)
+            self._send(k, PULL, step, None)
             return
         view = self.views[key]
         if payload is not view:  # else the transport received it in place

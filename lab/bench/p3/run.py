@@ -98,6 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # numbers on every host after every update, so a local value needs no copy
         values = {k.id: worker.views[k.id] for k in keys if k.server == rank}
         server = Server(rank, keys, values, world, cfg.lr, merged, by_priority, send, trace)
+        server.local_worker, worker.local_server = worker.receive, server.receive
     sockets: list[tuple[int, int]] = []
     if world > 1:
         dist.barrier()
