@@ -150,11 +150,22 @@ class Wire:
             t.start()
             self.threads.append(t)
 
-    def _message(self) -> tuple[Any, Any]:
-        """A buffer for one header and the largest inline payload, and its header's slots
-        as int32 (numpy: written without a torch call)."""
+    def _message(self) -> tuple[Any, Any, dict[int, tuple[Any, Any]]]:
+        """A buffer for one header and the largest inline payload, its header's slots as
+        int32 (numpy: written without a torch call), and its views by payload size
+        (``_views``)."""
         buf = self.torch.zeros(HEADER + self.inline)
-        return buf, buf.numpy()[:HEADER].view("int32")
+        return buf, buf.numpy()[:HEADER].view("int32"), {}
+
+    @staticmethod
+    def _views(buf: Any, views: dict[int, tuple[Any, Any]], n: int) -> tuple[Any, Any]:
+        """(payload, header + payload) views of ``buf`` for an ``n``-element payload, made
+        once per size: a model has a few slice sizes, and a tensor view costs microseconds
+        on every one of a step's ~170 messages."""
+        found = views.get(n)
+        if found is None:
+            found = views[n] = (buf[HEADER : HEADER + n], buf[: HEADER + n])
+        return found
 
     def send(self, dst: int, kind: int, key: int, step: int, payload: Any = None) -> None:
         """Hand one message to gloo and wait until it has left the lab (written to the
@@ -164,15 +175,16 @@ class Wire:
         mine = getattr(self._local, "message", None)
         if mine is None:
             mine = self._local.message = self._message()
-        buf, header = mine
+        buf, header, views = mine
         header[0], header[1], header[2] = kind, key, step
         n = 0 if payload is None else payload.numel()
         with self._lock:
             self.sent_bytes[step] += 4 * (HEADER + n)
         if n <= self.inline:
+            body, whole = self._views(buf, views, n)
             if n:
-                buf[HEADER : HEADER + n].copy_(payload)
-            self.group.send([buf[: HEADER + n]], dst, HEADER_TAG).wait()
+                body.copy_(payload)
+            self.group.send([whole], dst, HEADER_TAG).wait()
             return
         head = self.group.send([buf[:HEADER]], dst, HEADER_TAG)
         body = self.group.send([payload.contiguous()], dst, payload_tag(kind, key))
@@ -191,8 +203,8 @@ class Wire:
         buffers, total, steps = self.peers[peer]
         ring: collections.deque = collections.deque()
         for _ in range(min(total, RING)):
-            buf, header = self._message()
-            ring.append((buf, header, recv([buf], peer, HEADER_TAG)))
+            buf, header, views = self._message()
+            ring.append((buf, header, views, recv([buf], peer, HEADER_TAG)))
         posted = len(ring)
         big = {  # [buffer, its posted receive, receives posted so far]
             kk: [b, recv([b], peer, payload_tag(*kk)), 1]
@@ -201,7 +213,7 @@ class Wire:
         }
         try:
             while ring:
-                buf, header, work = ring.popleft()
+                buf, header, views, work = ring.popleft()
                 work.wait()
                 kind, key, step = header[:3].tolist()
                 if kind == STOP:
@@ -210,7 +222,7 @@ class Wire:
                 if data is not None:
                     n = data.numel()
                     if n <= inline:
-                        data.copy_(buf[HEADER : HEADER + n])
+                        data.copy_(self._views(buf, views, n)[0])
                     else:  # its own message, on its own tag; free again (see the class)
                         slot = big[(kind, key)]
                         slot[1].wait()
@@ -218,7 +230,7 @@ class Wire:
                             slot[1] = recv([data], peer, payload_tag(kind, key))
                             slot[2] += 1
                 if posted < total:  # read and copied out: post it again
-                    ring.append((buf, header, recv([buf], peer, HEADER_TAG)))
+                    ring.append((buf, header, views, recv([buf], peer, HEADER_TAG)))
                     posted += 1
                 self.deliver(kind, key, step, peer, data)
         except BaseException as e:  # surfaced by the main loop
