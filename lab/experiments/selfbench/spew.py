@@ -11,7 +11,8 @@ Stdlib only, and reads the rank from RANK (local launcher) or OpenMPI's/MPICH's 
 
     python lab/experiments/selfbench/spew.py [--lines N] [--report FILE]
 
-``--report`` also writes the count line to FILE, for runs whose stdout is /dev/null.
+``--report`` also writes the count line to FILE (``{rank}`` in it: the rank), for runs whose
+stdout is /dev/null.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def main() -> int:
     write(done)
     sys.stdout.flush()
     if args.report:
-        with open(args.report, "w") as f:
+        with open(args.report.replace("{rank}", r), "w") as f:
             f.write(done)
     return 0
 
