@@ -78,13 +78,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     server: Server | None = None
 
     def send(dst: int, kind: int, key: int, step: int, payload: Any) -> None:
-        if dst == rank:
-            target = server if kind in (PUSH, PULL) else worker
-            assert target is not None
-            target.receive(kind, key, step, rank, payload)
-        else:
-            assert wire is not None
-            wire.send(dst, kind, key, step, payload)
+        # only remote messages come here: a host's own are handed over (Worker.local_server)
+        assert wire is not None
+        wire.send(dst, kind, key, step, payload)
 
     profiles = None
     if cfg.profile:  # from here on: the parameter server's threads and the training loop
