@@ -1,14 +1,13 @@
-"""A run's observers (the live view, tees, fault injectors, the emulated hosts' start-up
-gate) are fed from threads of their own, so a pipe reader only ever splits, writes and
-queues (DESIGN.md, contract 5).
+"""A run's observers (the live view, tees, fault injectors) are fed from threads of their
+own, so a pipe reader only ever splits, writes and queues (DESIGN.md, contract 5); the
+one exception, the emulated hosts' start-up gate, checks each read on the reader thread
+(RunOutput's ``on_read``).
 
 Readers queue each read's lines as blocks (lab.cluster.launchers.base.Lines); each
 observer has its own lane — a bounded queue and a thread — that hands the blocks on in
 the order they were queued, so each rank's and stream's lines keep their order. One
-lane each, because observers that act on a record (the start-up gate applying the hosts'
-CPU shares at the first step, a fault injector revoking a host at step N) must not wait
-behind one that draws: in a rehearsal on a loaded machine the shares applied ~3 s after
-a PS job's first step record was printed, just after its last one, so no step counted.
+lane each, because observers that act on a record (a fault injector revoking a host at
+step N) must not wait behind one that draws.
 The queues are bounded: an observer far behind makes the readers wait (the ranks then
 wait on their pipes) rather than memory grow or a line be dropped.
 """

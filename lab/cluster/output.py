@@ -1,7 +1,9 @@
 """A run's output: bytes from every process's pipes become lines attributed to ranks (by the
 launcher's ``demux``), appended to ``rank-<r>.log``, kept as a short tail per rank (and
 of its stderr, and of the launcher's own lines per process) for failure reports, and handed
-to the observers (the live view) through their own thread.
+to the observers (the live view) through threads of their own. An observer with
+``on_read(blocks)`` also sees each read's blocks on the reader thread, first: for a check
+as cheap as a substring search whose action cannot wait (the emulated hosts' start-up gate).
 
 The readers work a read at a time, not a line at a time: up to ``READ_BYTES`` land in a
 reused buffer, the lines they complete stay one string (lab.cluster.lines), a launcher
@@ -72,6 +74,8 @@ class RunOutput:
         self.stderr: dict[int, deque[str]] = {}
         self.traceback_at: dict[int, float] = {}
         self.feed = ObserverFeed(observers, self.notify)
+        # the few observers that must act on a line the moment it is read (the start-up gate)
+        self._on_read = [o for o in observers if callable(getattr(o, "on_read", None))]
         self._logs: dict[int | None, tuple[IO[str], threading.Lock]] = {}
         self._lock = threading.Lock()
         self._warned: set[str] = set()
@@ -104,6 +108,8 @@ class RunOutput:
     def take(self, proc: Proc, stream: str, text: str) -> None:
         """One read's complete lines: into the logs and tails, then queued for the observers."""
         blocks = self.attribute(proc, stream, text)
+        for obs in self._on_read:
+            self.notify(obs, "on_read", blocks)
         for block in blocks:
             last = last_lines(block.text, TAIL_LINES)
             proc.tail.extend(last)

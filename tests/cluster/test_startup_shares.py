@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from lab.cluster import emulation, launch
-from lab.cluster.emulation.startup import check_startup
-from lab.cluster.inventory import cluster_from_dict
+from lab.cluster.emulation.startup import StartupShares, check_startup
+from lab.cluster.inventory import Host, cluster_from_dict
+from lab.cluster.launchers.base import PerRankLauncher, ProcessSpec
+from lab.cluster.output import RunOutput
+from lab.cluster.processes import Proc
 from lab.errors import ParameterError
-from lab.metrics.records import parse_record
+from lab.metrics.records import format_record, parse_record
 
 WHY = emulation.missing()
 needs_root = pytest.mark.skipif(WHY is not None, reason=WHY or "")
@@ -23,6 +27,28 @@ def test_startup_setting_is_checked() -> None:
     assert check_startup(None) == "full" and check_startup("share") == "share"
     with pytest.raises(ParameterError, match=r"emulated\.startup"):
         check_startup("fast")
+
+
+def test_the_gate_acts_on_the_read_itself_not_behind_the_observer_lanes(tmp_path: Path) -> None:
+    """The shares apply while the reader takes the read that holds the first step record,
+    though no observer lane ever runs (a launcher process too busy to switch threads), and
+    the manifest's summary says how long the record took to be read and applied."""
+    gate = StartupShares({"hosts": {}})
+    output = RunOutput(tmp_path, PerRankLauncher(), [gate], [0])
+    output.feed.put = lambda blocks: None  # the lanes never get a block
+    proc = Proc(ProcessSpec(("x",), {}, (0,), Host("localhost")), ["x"], {}, None)
+    gate.on_start(str(tmp_path), [0], None)
+    printed = time.time() - 0.25
+    header = format_record("header", rank=0, time=printed - 1)
+    output.take(proc, "stdout", f"starting\n{header}\n")
+    assert gate.summary()["why"] == "never"  # a header is not a step
+    step = format_record("step", rank=0, step=0, samples=8, seconds=0.1, time=printed)
+    output.take(proc, "stdout", f"noise\n{step}\nmore\n")
+    shares = gate.summary()
+    assert shares["why"] == "first step" and shares["epoch"] is not None
+    assert 0.25 <= shares["read_lag_s"] < 5 and 0 <= shares["apply_lag_s"] < 1
+    output.close()
+    assert (tmp_path / "rank-0.log").read_text().count("\n") == 5  # and every line logged
 
 
 def _throttling(startup: str | None, tmp_path: Path) -> tuple[list[int], list[int], dict]:

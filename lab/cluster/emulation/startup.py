@@ -9,6 +9,13 @@ the ranks are up and the step's graph is built (tracing it at 0.4 core took ~20 
 and warm-up steps are never measured — or after ``limit`` seconds, whichever comes first.
 Every measured step runs under the shares.
 The profile's ``emulated.startup: share`` keeps the shares from the first instruction.
+
+The gate sees each read of the ranks' output on the reader thread itself (``on_read``),
+not from an observer lane: twice in a rehearsal on the loaded 2-core machine the shares
+applied ~3 s after a short job's first step record, after its last one, so none of its
+steps counted. A substring check per read is all the reader pays. ``summary`` keeps the
+record's own print time and the moment it was read, so a late gate says which hop was
+slow (the rank and its pipe, or the launcher).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from lab.metrics.records import PREFIX, parse_record
 
 log = logging.getLogger(__name__)
 STARTUPS = ("full", "share")
+STEP = "step"  # in a read that may hold a step record; parse_record decides
 LIMIT_S = 120.0  # a job that prints no record gets its shares this long after its start
 
 
@@ -54,6 +62,7 @@ class StartupShares:
         self._applied: tuple[float, str] | None = None
         self._epoch: float | None = None  # wall clock once every share is in force
         self._timer: threading.Timer | None = None
+        self._trigger: tuple[float | None, float] | None = None  # (printed, read), epochs
 
     def on_start(self, run_dir: str, ranks: Sequence[int], control: Any) -> None:
         self._started = time.monotonic()
@@ -63,11 +72,29 @@ class StartupShares:
         self._timer.daemon = True
         self._timer.start()
 
+    def on_read(self, blocks: Sequence[Any]) -> None:
+        """One read's blocks, on the reader thread: a step record among them applies the
+        shares now."""
+        if self._applied is not None:
+            return
+        for block in blocks:
+            if PREFIX in block.text and STEP in block.text:
+                for text in block.lines:
+                    if self._take_step(text):
+                        return
+
     def on_line(self, line: Any) -> None:
         if self._applied is None and PREFIX in line.text:
-            record = parse_record(line.text)
-            if record is not None and record["kind"] == "step":
-                self.apply("first step")
+            self._take_step(line.text)
+
+    def _take_step(self, text: str) -> bool:
+        record = parse_record(text)
+        if record is None or record["kind"] != "step":
+            return False
+        printed = record.get("time")
+        self._trigger = (printed if isinstance(printed, (int, float)) else None, time.time())
+        self.apply("first step")
+        return True
 
     def on_end(self, state: str, exit_code: int, rank_exit_codes: Mapping[int, Any]) -> None:
         if self._timer is not None:
@@ -89,7 +116,16 @@ class StartupShares:
 
     def summary(self) -> dict[str, Any]:
         """For the manifest: when the shares applied (seconds into the run, and the epoch that
-        lab.metrics.shares reads steps against), and why."""
+        lab.metrics.shares reads steps against), and why; for a first step, how long its
+        record took from the rank's print to the launcher's read (``read_lag_s``) and
+        from that read to the shares (``apply_lag_s``)."""
         after, why = self._applied or (None, "never")
-        return {"startup": "full", "after_s": None if after is None else round(after, 3),
-                "epoch": self._epoch, "why": why}  # fmt: skip
+        out: dict[str, Any] = {
+            "startup": "full", "after_s": None if after is None else round(after, 3),
+            "epoch": self._epoch, "why": why}  # fmt: skip
+        if self._trigger is not None and self._epoch is not None:
+            printed, read = self._trigger
+            if printed is not None:
+                out["read_lag_s"] = round(read - printed, 3)
+            out["apply_lag_s"] = round(self._epoch - read, 3)
+        return out

@@ -332,14 +332,16 @@ class RunControl(Protocol):
 class RunObserver(Protocol):
     """Something that watches a run: the live view, the headless progress line, a tee.
 
-    ``on_line`` is called from the run's one observer thread (lab.cluster.feed), never a
+    ``on_line`` is called from the observer's own thread (lab.cluster.feed), never a
     pipe reader's, each rank's and stream's lines in order, all of them before
     ``on_end``: it must be cheap and never block (set widget values; never ``with
     out:``), since a reader waits once the observers fall far behind. An observer that
     also has ``on_lines(block: Lines)`` gets each block in one call instead, and one with
     ``on_pending(words: str, control: RunControl)`` hears, before ``on_start``, why the run
     waits (a Slurm job's ``"queued (reason: Resources)"``), from the launching thread, with
-    the control that stops it while it waits (lab.cluster.waiting).
+    the control that stops it while it waits (lab.cluster.waiting). ``on_read(blocks)``, where
+    present, is called on the reader thread with each read's blocks before they are logged:
+    only for a substring check whose action must not wait (the start-up gate).
     """
 
     def on_start(self, run_dir: str, ranks: Sequence[int], control: RunControl) -> None: ...
