@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from lab.cluster import emulation, launch
+from lab.cluster.emulation.cgroups import GUARANTEE
 from lab.cluster.emulation.startup import StartupShares, check_startup
 from lab.cluster.inventory import Host, cluster_from_dict
-from lab.cluster.launchers.base import PerRankLauncher, ProcessSpec
+from lab.cluster.launchers.base import Lines, PerRankLauncher, ProcessSpec
 from lab.cluster.output import RunOutput
 from lab.cluster.processes import Proc
 from lab.errors import ParameterError
@@ -49,6 +50,36 @@ def test_the_gate_acts_on_the_read_itself_not_behind_the_observer_lanes(tmp_path
     assert 0.25 <= shares["read_lag_s"] < 5 and 0 <= shares["apply_lag_s"] < 1
     output.close()
     assert (tmp_path / "rank-0.log").read_text().count("\n") == 5  # and every line logged
+
+
+def _weight(driver_version: int, group: Path) -> int:
+    """A group's weight in ordinary processes, read back from the kernel."""
+    if driver_version == 1:
+        return int((group / "cpu.shares").read_text()) // 1024
+    return int((group / "cpu.weight").read_text()) // 100
+
+
+@needs_root
+@pytest.mark.root
+@pytest.mark.timeout(120)
+def test_hosts_start_with_an_uncapped_hosts_weight_and_get_theirs_back_with_the_share(
+    tmp_path: Path,
+) -> None:
+    """Without its quota a capped host's high weight would take the machine from the
+    launcher reading its lines; during start-up it counts as its slots."""
+    profile = {"name": "w", "emulated": {"hosts": 2, "slots": 2, "cpu": 0.25}}
+    with emulation.prepare(cluster_from_dict(profile, "w")) as up:
+        info = up.extra["emulation"]
+        version, parent = info["cgroup_version"], Path(info["cgroup"])
+        groups = [Path(h["cgroup"]) for h in info["hosts"].values()]
+        assert [h["weight"] for h in info["hosts"].values()] == [2 * GUARANTEE] * 2
+        gate = StartupShares(info)
+        gate.on_start(str(tmp_path), [0, 1, 2, 3], None)
+        assert [_weight(version, g) for g in groups] == [2, 2]
+        assert _weight(version, parent) == 4
+        gate.on_read([Lines(0, "stdout", format_record("step", step=0, seconds=0.1) + "\n")])
+        assert [_weight(version, g) for g in groups] == [2 * GUARANTEE] * 2
+        assert _weight(version, parent) == 4 * GUARANTEE
 
 
 def _throttling(startup: str | None, tmp_path: Path) -> tuple[list[int], list[int], dict]:

@@ -57,12 +57,16 @@ class CgroupDriver:
             twin.mkdir(exist_ok=True)
         if self.version == 2:
             _enable_cpu(path.parent)
+        self.set_weight(path, weight)
+        if cpu is not None:
+            self.set_quota(path, cpu)
+
+    def set_weight(self, path: Path, weight: int) -> None:
+        """Let ``path`` count as ``weight`` ordinary processes when the machine is busy."""
         if self.version == 1:
             (path / "cpu.shares").write_text(str(1024 * weight))
         else:
             (path / "cpu.weight").write_text(str(min(10_000, 100 * weight)))
-        if cpu is not None:
-            self.set_quota(path, cpu)
 
     def set_quota(self, path: Path, cpu: float | None) -> None:
         """Cap ``path`` at ``cpu`` cores, or lift its cap (None)."""

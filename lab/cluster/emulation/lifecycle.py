@@ -210,6 +210,7 @@ def _build(
         _FAIR[ns] = fair.fair_env(spec.cpu, fair_setting)
         info[host.name] = {"cpu": spec.cpu, "bandwidth": spec.bandwidth,
                            "latency": spec.latency, "cgroup": group, "veth": veth,
+                           "slots": slots[i], "weight": weights[i],
                            "env": dict(_FAIR[ns])}  # fmt: skip
         _ACTIVE[ns] = group
     if not latency_ok:
@@ -229,6 +230,7 @@ def _build(
             "tag": rec.tag, "subnet": rec.subnet, "bridge": rec.bridge,
             "bridge_address": str(bridge_ip), "cgroup_version": driver.version,
             "latency_emulated": latency_ok, "fair": fair_setting, "hosts": info,
+            "cgroup": str(parent), "weight": sum(weights),
             "startup": startup.check_startup((cluster.emulated or {}).get("startup")),
         },
     }  # fmt: skip

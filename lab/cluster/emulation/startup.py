@@ -10,12 +10,19 @@ and warm-up steps are never measured — or after ``limit`` seconds, whichever c
 Every measured step runs under the shares.
 The profile's ``emulated.startup: share`` keeps the shares from the first instruction.
 
-The gate sees each read of the ranks' output on the reader thread itself (``on_read``),
-not from an observer lane: twice in a rehearsal on the loaded 2-core machine the shares
-applied ~3 s after a short job's first step record, after its last one, so none of its
-steps counted. A substring check per read is all the reader pays. ``summary`` keeps the
-record's own print time and the moment it was read, so a late gate says which hop was
-slow (the rank and its pipe, or the launcher).
+While the quotas are lifted the hosts' scheduling weights are too: a capped host counts
+as ``GUARANTEE`` ordinary processes per slot (lab.cluster.emulation.cgroups.weight_for),
+which holds its share against other work, but without its quota it took nearly all of
+the machine — the launcher reading the ranks' lines, beside two such hosts, got a few per
+cent of a core, and in a rehearsal on 2 cores the first step record of a PS job was read
+3.5 s after it was printed, after its last one, so none of its steps counted. So during
+start-up every host counts as its slots, like a host without a quota, and gets its
+weight back with its quota.
+
+The gate also sees each read on the reader thread itself (``on_read``), not from an
+observer lane, so nothing queued in the launcher stands between a record and the shares.
+``summary`` keeps the record's print time and the moment it was read: a late gate says
+which hop was slow (to the launcher's read, or from the read to the shares).
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lab.cluster.emulation.cgroups import CgroupDriver
+from lab.cluster.emulation.cgroups import CgroupDriver, weight_for
 from lab.errors import ParameterError
 from lab.metrics.records import PREFIX, parse_record
 
@@ -47,8 +54,9 @@ def check_startup(value: Any) -> str:
 
 
 class StartupShares:
-    """A run observer that lifts the hosts' quotas at the start and restores them at the
-    job's first step record (or ``limit`` s, or the run's end); ``summary`` says when."""
+    """A run observer that lifts the hosts' quotas (and their weights to an uncapped
+    host's) at the start and restores both at the job's first step record (or ``limit``
+    s, or the run's end); ``summary`` says when."""
 
     def __init__(self, emulation: Mapping[str, Any], limit: float = LIMIT_S) -> None:
         self._driver = CgroupDriver(int(emulation.get("cgroup_version", 1)), Path("/"))
@@ -56,6 +64,14 @@ class StartupShares:
         self._shares = {
             Path(h["cgroup"]): h.get("cpu") for h in hosts.values() if h.get("cpu") is not None
         }
+        # (start-up weight, weight) of each capped host and of the cluster's parent group
+        self._weights: dict[Path, tuple[int, int]] = {}
+        for h in hosts.values():
+            if h.get("cpu") is not None and "weight" in h:
+                self._weights[Path(h["cgroup"])] = (weight_for(None, h["slots"]), h["weight"])
+        if self._weights and emulation.get("cgroup") and "weight" in emulation:
+            lifted = sum(weight_for(None, h.get("slots", 1)) for h in hosts.values())
+            self._weights[Path(emulation["cgroup"])] = (lifted, int(emulation["weight"]))
         self._limit = limit
         self._lock = threading.Lock()
         self._started = 0.0
@@ -68,6 +84,8 @@ class StartupShares:
         self._started = time.monotonic()
         for group in self._shares:
             self._driver.set_quota(group, None)
+        for group, (lifted, _) in self._weights.items():
+            self._driver.set_weight(group, lifted)
         self._timer = threading.Timer(self._limit, self.apply, args=("limit",))
         self._timer.daemon = True
         self._timer.start()
@@ -112,6 +130,11 @@ class StartupShares:
                     self._driver.set_quota(group, cpu)
                 except OSError as e:  # the run may be tearing the cluster down
                     log.warning("could not set %s's share: %s", group.name, e)
+            for group, (_, weight) in self._weights.items():
+                try:
+                    self._driver.set_weight(group, weight)
+                except OSError as e:
+                    log.warning("could not set %s's weight: %s", group.name, e)
             self._epoch = time.time()
 
     def summary(self) -> dict[str, Any]:
