@@ -10,12 +10,15 @@ speed models fit: CM-DARE's features plus the workers and servers its models lac
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from lab.errors import NothingMeasured, ParameterError
 from lab.experiments.cmdare.speed_model import ModelSpec, check_columns
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from lab.bench.synthetic import Config as SyntheticConfig
@@ -171,7 +174,16 @@ def speed_table(summary: Any = None, run_dirs: Iterable[str] | None = None) -> A
         ("state", "model", "cpu", "workers", "ps", "batch_size", "image_size", "throughput_total"),
         "runs",
     )
-    ok = summary[(summary["state"] == "succeeded") & (summary["throughput_total"] > 0)].copy()
+    succeeded = summary["state"] == "succeeded"
+    ok = summary[succeeded & (summary["throughput_total"] > 0)].copy()
+    unmeasured = summary[succeeded & ~(summary["throughput_total"] > 0)]
+    if len(unmeasured):  # e.g. every step ran before the hosts' CPU shares applied
+        where = unmeasured["run_dir"] if "run_dir" in unmeasured else unmeasured["model"]
+        log.warning(
+            "%d run(s) succeeded without a timed step, left out of the speed table: %s",
+            len(unmeasured),
+            ", ".join(map(str, where)),
+        )
     if ok.empty:
         raise NothingMeasured("no run succeeded with a measured throughput")
     ok["gflops"] = [
