@@ -51,14 +51,38 @@ def test_sender_sends_one_message_at_a_time_highest_priority_first(
     assert in_flight[1] == 1
 
 
-def _server(merged: bool, out: list[tuple]) -> tuple[Server, list[Key]]:
+def _server(merged: bool, out: list[tuple], borrowed: bool = False) -> tuple[Server, list[Key]]:
     keys = [Key(0, 0, 0, 4, 0, 0), Key(1, 0, 4, 6, 0, 1)]
     values = {0: torch.arange(4.0), 1: torch.ones(2)}
 
     def send(dst: int, kind: int, key: int, step: int, payload: object) -> None:
         out.append((dst, kind, key, step, payload))
 
-    return Server(0, keys, values, 2, 0.5, merged, True, send, Trace([])), keys
+    trace = Trace([])
+    return Server(0, keys, values, 2, 0.5, merged, True, send, trace, borrowed), keys
+
+
+def test_a_lent_push_is_summed_where_it_completes_the_key_and_copied_where_it_waits() -> None:
+    """The Wire lends a remote push's receive buffer for the call only, and reuses it for
+    the next message: what the server keeps must not change with it."""
+    server, _ = _server(True, [], borrowed=True)
+    ring = torch.tensor([3.0, 2.0, 1.0, 0.0])
+    server.receive(PUSH, 0, 0, 1, ring)  # first: waits for the local worker's push
+    assert server.pushes[0][0] is not ring
+    ring.fill_(100.0)  # the buffer receives the next message
+    a = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    server.receive(PUSH, 0, 0, 0, a)
+    torch.testing.assert_close(
+        server.values[0], torch.arange(4.0) - 0.5 * (a + torch.tensor([3.0, 2.0, 1.0, 0.0]))
+    )
+    # next step, the usual order: the local push first, the lent one completes the key
+    before = server.values[0].clone()
+    server.receive(PUSH, 0, 1, 0, a)
+    ring.copy_(torch.tensor([1.0, 1.0, 1.0, 1.0]))
+    server.receive(PUSH, 0, 1, 1, ring)
+    ring.fill_(100.0)
+    server.close()
+    torch.testing.assert_close(server.values[0], before - 0.5 * (a + 1.0))
 
 
 def test_p3_server_answers_both_pushes_with_the_summed_update_from_its_own_tensor() -> None:

@@ -101,7 +101,11 @@ class Server:
 
     No tensor is copied on the way through: a push's payload (a worker's gradient slice,
     or the Wire's buffer for that key) is kept until the key's update, which sums the
-    pushes into a buffer of the key's own (``torch.add(..., out=)``); values are sent from
+    pushes into a buffer of the key's own (``torch.add(..., out=)``). With ``borrowed``,
+    a remote push's payload is the Wire's receive buffer, lent for the call only: the
+    update sums it at once where it completes the key (the usual case: the local worker's
+    push needs no network and comes first), else it is copied into a buffer kept per key
+    and worker; values are sent from
     the shard's tensor itself, since no push of the next step, and so no update, can
     arrive before every worker has its value (see lab.bench.p3.transport.Wire). The shard's
     tensors may be the local worker's parameter slices: an update then is the local
@@ -119,6 +123,7 @@ class Server:
         by_priority: bool,
         send: Callable[[int, int, int, int, Any], None],
         trace: Trace,
+        borrowed: bool = False,
     ) -> None:
         import torch
 
@@ -128,6 +133,8 @@ class Server:
         self.values = values  # key id -> flat tensor (this shard's copy)
         self.pushes: dict[int, list[Any]] = {k: [] for k in self.keys}
         self.sums = {k: v.new_empty(v.shape) for k, v in values.items()} if workers > 1 else {}
+        self.borrowed = borrowed
+        self.kept: dict[tuple[int, int], Any] = {}  # (key, worker): a lent push held over
         self.trace = trace
         self._lock = threading.Lock()
         self.outbox: SendQueue = SendQueue(by_priority)
@@ -149,6 +156,8 @@ class Server:
             return
         with self._lock:
             pushes = self.pushes[key]
+            if self.borrowed and src != self.rank and len(pushes) + 1 < self.workers:
+                payload = self._keep(key, src, payload)
             pushes.append(payload)
             if len(pushes) < self.workers:
                 return
@@ -160,6 +169,15 @@ class Server:
                 self._answer(w, VALUE, key, step, self.values[key], layer)
             else:
                 self._answer(w, ACK, key, step, None, layer)
+
+    def _keep(self, key: int, src: int, payload: Any) -> Any:
+        """A copy of a lent push that must wait for the key's other pushes."""
+        kept = self.kept.get((key, src))
+        if kept is None:
+            kept = self.kept[(key, src)] = payload.clone()
+        else:
+            kept.copy_(payload)
+        return kept
 
     def _sum(self, key: int, pushes: list[Any]) -> Any:
         """The pushes' sum, added in arrival order (as one running sum would)."""

@@ -17,7 +17,9 @@ posted receives, and accepts a message shorter than the receive: every peer has 
 receives of the largest inline message posted ahead on tag 0, and one receive per
 (type, key) of a bigger payload. One thread per peer waits on the ring in arrival order,
 copies an inline payload out (into the parameter slice, for a value), posts the receive
-again and hands the message on.
+again and hands the message on. A kind the receiver asks to borrow (``lend``: a server's
+pushes, which it mostly sums at once) is handed on as a view of the ring's buffer, valid
+only during the call, and not copied at all.
 
 What is in flight below the lab is bounded in two ways: a sender hands one message at a
 time to gloo and waits until gloo has written it into the socket, and every gloo socket's
@@ -112,6 +114,8 @@ class Wire:
             get a buffer of the Wire's own.
         inline: the most payload elements a message carries after its header; bigger
             payloads follow as a message of their own.
+        lend: kinds whose inline payload ``deliver`` gets as a view of the receive buffer,
+            valid only until it returns (it copies what it keeps), instead of a copy.
     """
 
     def __init__(
@@ -122,6 +126,7 @@ class Wire:
         deliver: Deliver,
         into: Mapping[tuple[int, int], Any] | None = None,
         inline: int = 40_000,
+        lend: frozenset[int] = frozenset(),
     ) -> None:
         import torch
         import torch.distributed as dist
@@ -139,10 +144,11 @@ class Wire:
             buffers = {
                 (k, key): into[(k, key)] if (k, key) in into else torch.empty(n)
                 for k, key, n in per_step
-                if n > 0
+                if n > 0 and not (k in lend and n <= inline and (k, key) not in into)
             }
+            lent = {(k, key): n for k, key, n in per_step if n > 0 and (k, key) not in buffers}
             total = len(per_step) * steps + 1  # + STOP
-            self.peers[peer] = (buffers, total, steps)
+            self.peers[peer] = (buffers, lent, total, steps)
 
     def start(self) -> None:
         for peer in self.peers:
@@ -200,7 +206,7 @@ class Wire:
 
     def _receive(self, peer: int) -> None:
         recv, inline = self.group.recv, self.inline
-        buffers, total, steps = self.peers[peer]
+        buffers, lent, total, steps = self.peers[peer]
         ring: collections.deque = collections.deque()
         for _ in range(min(total, RING)):
             buf, header, views = self._message()
@@ -219,6 +225,12 @@ class Wire:
                 if kind == STOP:
                     return
                 data = buffers.get((kind, key))
+                if data is None and (kind, key) in lent:  # the ring's buffer, until deliver returns
+                    self.deliver(kind, key, step, peer, self._views(buf, views, lent[kind, key])[0])
+                    if posted < total:
+                        ring.append((buf, header, views, recv([buf], peer, HEADER_TAG)))
+                        posted += 1
+                    continue
                 if data is not None:
                     n = data.numel()
                     if n <= inline:
