@@ -2,7 +2,11 @@
 
 - ``scheduling_cost``: p3 against baseline on loopback (two local ranks, no shaping), where
   the network is fast and priority has nothing to win, so any difference is the cost of
-  slicing, priority queues and one message in flight. Target: p3 at most 3% slower.
+  slicing, priority queues and one message in flight. Target: p3 at most 3% slower. Each
+  rank is pinned to a core of its own, as the lab pins ranks on this machine
+  (lab.experiments.points.pinning): unpinned, in 3 of 5 repeats both p3 ranks' backward
+  passes took 28% more CPU time than in the others (the kernels, not the parameter
+  server's Python, whose threads then shared the other rank's core), read as p3 15% slower.
   Schedules alternate run by run (baseline, p3, p3, baseline, ...), so a machine that gets
   busier shifts both alike; the medians over repeats are compared, and each repeat's pair
   and the range are kept, since on a shared machine one run can be far off. Beside the wall
@@ -63,7 +67,7 @@ def _throughput(rows: list[dict[str, Any]], batch_size: int) -> float:
 
 def scheduling_cost(
     repeats: int = 3,
-    steps: int = 8,
+    steps: int = 24,
     model: str = "vgg_like",
     batch_size: int = 32,
     timeout: float = 300.0,
@@ -77,6 +81,7 @@ def scheduling_cost(
     from lab.cluster import launch
     from lab.experiments.easyscale.runs import free_port
     from lab.experiments.p3.sweep import RANK_ENV
+    from lab.experiments.points import pinning
     from lab.metrics.layout import results_root as root_of
     from lab.metrics.machine import cpu_speed
 
@@ -90,8 +95,9 @@ def scheduling_cost(
                 point["profile"] = str(profiles / f"{schedule}-{i}")
             speed, load = cpu_speed(repeats=3), os.getloadavg()[0]
             cfg = P3Config.from_values(point).check(2)
+            argv, point["pin_cpus"] = pinning(point, "local", cfg.command())
             result = launch(
-                cfg.command(),
+                argv,
                 np=2,
                 launcher="local",
                 cluster="local",
