@@ -42,9 +42,15 @@ def test_run_tables_without_the_features_are_refused() -> None:
 
 
 def test_a_run_without_a_timed_step_is_named_when_left_out(caplog) -> None:
-    runs = pd.DataFrame({"state": ["succeeded"] * 2, "model": ["tiny_cnn", "small_cnn"],
-                         "cpu": 0.5, "workers": 1, "ps": 1, "batch_size": 8, "image_size": 32,
-                         "throughput_total": [40.0, float("nan")], "run_dir": ["r/a", "r/b"]})  # fmt: skip
+    runs = pd.DataFrame(
+        {
+            "state": ["succeeded"] * 2,
+            "model": ["tiny_cnn", "small_cnn"],
+            **{"cpu": 0.5, "workers": 1, "ps": 1, "batch_size": 8, "image_size": 32},
+            "throughput_total": [40.0, float("nan")],
+            "run_dir": ["r/a", "r/b"],
+        }
+    )
     table = labspeed.speed_table(runs)
     assert list(table["model"]) == ["tiny_cnn"]
     assert "1 run(s) succeeded without a timed step" in caplog.text and "r/b" in caplog.text
