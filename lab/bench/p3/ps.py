@@ -105,11 +105,11 @@ class Server:
     a remote push's payload is the Wire's receive buffer, lent for the call only: the
     update sums it at once where it completes the key (the usual case: the local worker's
     push needs no network and comes first), else it is copied into a buffer kept per key
-    and worker; values are sent from
-    the shard's tensor itself, since no push of the next step, and so no update, can
-    arrive before every worker has its value (see lab.bench.p3.transport.Wire). The shard's
-    tensors may be the local worker's parameter slices: an update then is the local
-    worker's new values, and its value message only says they are there.
+    and worker. Values are sent from the shard's tensor itself, since no push of the next
+    step, and so no update, can arrive before every worker has its value (see
+    lab.bench.p3.transport.Wire). The shard's tensors may be the local worker's parameter
+    slices: an update then is the local worker's new values, and its value message only
+    says they are there.
     """
 
     def __init__(
