@@ -27,7 +27,7 @@ run: setup
 
 # every notebook's paper-scale path on this machine's rehearsal cluster (needs root), two
 # notebooks at a time (a rehearsal measures nothing; much of it waits on links and
-# timed phases; 19 of 19 in 27 min from a fresh clone on 2 cores, 2026-12-02):
+# timed phases; 19 of 19 in 27-29 min from a fresh clone on 2 cores, 2026-12-02):
 # results/rehearsals/, never a verdict (lab/experiments/rehearsing.py)
 rehearse: setup
 	$(PY) -m lab notebooks --scale paper --rehearse --lanes 2
