@@ -51,7 +51,9 @@ def test_sender_sends_one_message_at_a_time_highest_priority_first(
     assert in_flight[1] == 1
 
 
-def _server(merged: bool, out: list[tuple], borrowed: bool = False) -> tuple[Server, list[Key]]:
+def _server(
+    merged: bool, out: list[tuple], borrowed: frozenset[int] = frozenset()
+) -> tuple[Server, list[Key]]:
     keys = [Key(0, 0, 0, 4, 0, 0), Key(1, 0, 4, 6, 0, 1)]
     values = {0: torch.arange(4.0), 1: torch.ones(2)}
 
@@ -65,10 +67,13 @@ def _server(merged: bool, out: list[tuple], borrowed: bool = False) -> tuple[Ser
 def test_a_lent_push_is_summed_where_it_completes_the_key_and_copied_where_it_waits() -> None:
     """The Wire lends a remote push's receive buffer for the call only, and reuses it for
     the next message: what the server keeps must not change with it."""
-    server, _ = _server(True, [], borrowed=True)
+    server, _ = _server(True, [], borrowed=frozenset({0}))
     ring = torch.tensor([3.0, 2.0, 1.0, 0.0])
     server.receive(PUSH, 0, 0, 1, ring)  # first: waits for the local worker's push
     assert server.pushes[0][0] is not ring
+    own_buffer = torch.ones(2)  # key 1 is not lent: its payload is the Wire's own buffer
+    server.receive(PUSH, 1, 0, 1, own_buffer)
+    assert server.pushes[1][0] is own_buffer  # kept as it is, not copied
     ring.fill_(100.0)  # the buffer receives the next message
     a = torch.tensor([1.0, 2.0, 3.0, 4.0])
     server.receive(PUSH, 0, 0, 0, a)

@@ -101,8 +101,9 @@ class Server:
 
     No tensor is copied on the way through: a push's payload (a worker's gradient slice,
     or the Wire's buffer for that key) is kept until the key's update, which sums the
-    pushes into a buffer of the key's own (``torch.add(..., out=)``). With ``borrowed``,
-    a remote push's payload is the Wire's receive buffer, lent for the call only: the
+    pushes into a buffer of the key's own (``torch.add(..., out=)``). For a key in
+    ``borrowed`` a remote push's payload is the Wire's receive buffer, lent for the call
+    only (``Wire.lent_keys``; bigger payloads have buffers of their own): the
     update sums it at once where it completes the key (the usual case: the local worker's
     push needs no network and comes first), else it is copied into a buffer kept per key
     and worker. Values are sent from the shard's tensor itself, since no push of the next
@@ -123,7 +124,7 @@ class Server:
         by_priority: bool,
         send: Callable[[int, int, int, int, Any], None],
         trace: Trace,
-        borrowed: bool = False,
+        borrowed: frozenset[int] = frozenset(),
     ) -> None:
         import torch
 
@@ -133,7 +134,7 @@ class Server:
         self.values = values  # key id -> flat tensor (this shard's copy)
         self.pushes: dict[int, list[Any]] = {k: [] for k in self.keys}
         self.sums = {k: v.new_empty(v.shape) for k, v in values.items()} if workers > 1 else {}
-        self.borrowed = borrowed
+        self.borrowed = borrowed  # keys whose remote pushes are lent by the Wire
         self.kept: dict[tuple[int, int], Any] = {}  # (key, worker): a lent push held over
         self.trace = trace
         self._lock = threading.Lock()
@@ -156,7 +157,7 @@ class Server:
             return
         with self._lock:
             pushes = self.pushes[key]
-            if self.borrowed and src != self.rank and len(pushes) + 1 < self.workers:
+            if key in self.borrowed and src != self.rank and len(pushes) + 1 < self.workers:
                 payload = self._keep(key, src, payload)
             pushes.append(payload)
             if len(pushes) < self.workers:

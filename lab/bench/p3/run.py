@@ -93,8 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the shard's values of its keys are the local worker's parameter slices: the same
         # numbers on every host after every update, so a local value needs no copy
         values = {k.id: worker.views[k.id] for k in keys if k.server == rank}
-        server = Server(rank, keys, values, world, cfg.lr, merged, by_priority, send, trace,
-                        borrowed=True)  # fmt: skip
+        server = Server(rank, keys, values, world, cfg.lr, merged, by_priority, send, trace)
         server.local_worker, worker.local_server = worker.receive, server.receive
     sockets: list[tuple[int, int]] = []
     if world > 1:
@@ -113,6 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # a server sums a remote push where it arrives, or keeps a copy (Server.borrowed)
         lend = frozenset({PUSH}) if server is not None else frozenset()
         wire = Wire(rank, expect, total, deliver, into, inline=cfg.slice_elements, lend=lend)
+        if server is not None:
+            server.borrowed = wire.lent_keys(PUSH)
         wire.start()
         dist.barrier()
 

@@ -150,6 +150,12 @@ class Wire:
             total = len(per_step) * steps + 1  # + STOP
             self.peers[peer] = (buffers, lent, total, steps)
 
+    def lent_keys(self, kind: int) -> frozenset[int]:
+        """The keys whose ``kind`` messages ``deliver`` gets lent (see ``lend``), from any peer."""
+        return frozenset(
+            key for _, lent, _, _ in self.peers.values() for k, key in lent if k == kind
+        )
+
     def start(self) -> None:
         for peer in self.peers:
             t = threading.Thread(target=self._receive, args=(peer,), daemon=True)
@@ -224,14 +230,10 @@ class Wire:
                 kind, key, step = header[:3].tolist()
                 if kind == STOP:
                     return
-                data = buffers.get((kind, key))
-                if data is None and (kind, key) in lent:  # the ring's buffer, until deliver returns
-                    self.deliver(kind, key, step, peer, self._views(buf, views, lent[kind, key])[0])
-                    if posted < total:
-                        ring.append((buf, header, views, recv([buf], peer, HEADER_TAG)))
-                        posted += 1
-                    continue
-                if data is not None:
+                lent_n = lent.get((kind, key))
+                if lent_n is not None:  # the ring's buffer itself, until deliver returns
+                    self.deliver(kind, key, step, peer, self._views(buf, views, lent_n)[0])
+                elif (data := buffers.get((kind, key))) is not None:
                     n = data.numel()
                     if n <= inline:
                         data.copy_(self._views(buf, views, n)[0])
@@ -241,10 +243,11 @@ class Wire:
                         if slot[2] < steps:
                             slot[1] = recv([data], peer, payload_tag(kind, key))
                             slot[2] += 1
-                if posted < total:  # read and copied out: post it again
+                if posted < total:  # read, and copied out or handed back: post it again
                     ring.append((buf, header, views, recv([buf], peer, HEADER_TAG)))
                     posted += 1
-                self.deliver(kind, key, step, peer, data)
+                if lent_n is None:
+                    self.deliver(kind, key, step, peer, data)
         except BaseException as e:  # surfaced by the main loop
             log.exception("receiving from rank %d failed", peer)
             with self._lock:
