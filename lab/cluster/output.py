@@ -2,8 +2,9 @@
 launcher's ``demux``), appended to ``rank-<r>.log``, kept as a short tail per rank (and
 of its stderr, and of the launcher's own lines per process) for failure reports, and handed
 to the observers (the live view) through threads of their own. An observer with
-``on_read(blocks)`` also sees each read's blocks on the reader thread, first: for a check
-as cheap as a substring search whose action cannot wait (the emulated hosts' start-up gate).
+``on_read(blocks)`` sees each read's blocks on the reader thread instead, first: for a
+check as cheap as a substring search whose action cannot wait (the emulated hosts'
+start-up gate).
 
 The readers work a read at a time, not a line at a time: up to ``READ_BYTES`` land in a
 reused buffer, the lines they complete stay one string (lab.cluster.lines), a launcher
@@ -73,9 +74,10 @@ class RunOutput:
         self.tails: dict[int, deque[str]] = {r: deque(maxlen=TAIL_LINES) for r in ranks}
         self.stderr: dict[int, deque[str]] = {}
         self.traceback_at: dict[int, float] = {}
-        self.feed = ObserverFeed(observers, self.notify)
         # the few observers that must act on a line the moment it is read (the start-up gate)
+        # see every read there, so they need no lane of their own as well
         self._on_read = [o for o in observers if callable(getattr(o, "on_read", None))]
+        self.feed = ObserverFeed([o for o in observers if o not in self._on_read], self.notify)
         self._logs: dict[int | None, tuple[IO[str], threading.Lock]] = {}
         self._lock = threading.Lock()
         self._warned: set[str] = set()

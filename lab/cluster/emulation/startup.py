@@ -102,6 +102,8 @@ class StartupShares:
                         return
 
     def on_line(self, line: Any) -> None:
+        """The same check a line at a time, where a caller feeds lines (a run's output
+        calls ``on_read`` instead)."""
         if self._applied is None and PREFIX in line.text:
             self._take_step(line.text)
 

@@ -340,8 +340,9 @@ class RunObserver(Protocol):
     ``on_pending(words: str, control: RunControl)`` hears, before ``on_start``, why the run
     waits (a Slurm job's ``"queued (reason: Resources)"``), from the launching thread, with
     the control that stops it while it waits (lab.cluster.waiting). ``on_read(blocks)``, where
-    present, is called on the reader thread with each read's blocks before they are logged:
-    only for a substring check whose action must not wait (the start-up gate).
+    present, is called on the reader thread with each read's blocks before they are logged,
+    in place of ``on_line``: only for a substring check whose action must not wait (the
+    start-up gate).
     """
 
     def on_start(self, run_dir: str, ranks: Sequence[int], control: RunControl) -> None: ...
