@@ -9,6 +9,8 @@ import re
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -103,12 +105,41 @@ def check_steps(recs: list[dict], rank: int, warmup: int, steps: int) -> None:
     assert all(isinstance(r["loss"], float) for r in mine)
 
 
-def test_single_tiny_cnn_prints_every_record_kind():
-    proc = subprocess.run(
-        bench(*SMALL), cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=TIMEOUT
-    )
+class MarkAfterFirstStep(threading.Thread):
+    """What the launcher of an emulated cluster does (lab.cluster.emulation.startup): once
+    a step record is in ``log``, ``delay`` s later (a late read), create the shares mark."""
+
+    def __init__(self, log: Path, mark: Path, delay: float) -> None:
+        super().__init__(daemon=True)
+        self.log, self.mark, self.delay = log, mark, delay
+        self.marked_at: float | None = None
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.02):
+            text = self.log.read_text() if self.log.exists() else ""
+            if any(r["kind"] == "step" for r in records(text)):
+                time.sleep(self.delay)
+                self.marked_at = time.time()
+                self.mark.write_text(f"{self.marked_at}\n")
+                return
+
+
+def test_single_tiny_cnn_prints_every_record_kind(tmp_path):
+    """Every record kind, and the wait for an emulated host's share: the launcher marks it
+    1 s after the first record; no timed step starts before."""
+    mark, log = tmp_path / "shares", tmp_path / "out.log"
+    marker = MarkAfterFirstStep(log, mark, 1.0)
+    marker.start()
+    env = clean_env(DISTLAB_SHARES_MARK=str(mark))
+    with open(log, "w") as out:
+        proc = subprocess.run(bench(*SMALL), cwd=ROOT, env=env, stdout=out,
+                              stderr=subprocess.PIPE, text=True, timeout=TIMEOUT)  # fmt: skip
+    marker.stop.set()
+    marker.join(timeout=5)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    recs = records(proc.stdout)
+    stdout = log.read_text()
+    recs = records(stdout)
     kinds = [r["kind"] for r in recs]
     assert kinds[0] == "header" and kinds[-1] == "summary" and kinds.count("step") == 6
     head = recs[0]
@@ -119,13 +150,19 @@ def test_single_tiny_cnn_prints_every_record_kind():
     summary = recs[-1]
     assert summary["img_per_sec"] > 0 and summary["total"] == summary["img_per_sec"]
     assert summary["steps"] == 4
-    assert len(re.findall(r"^Iter #\d+: [\d.]+ img/sec per (CPU|GPU)$", proc.stdout, re.M)) == 4
-    assert re.search(r"^Img/sec per (CPU|GPU): [\d.]+ \+-[\d.]+$", proc.stdout, re.M)
-    assert re.search(r"^Total img/sec on 1 (CPU|GPU)\(s\): [\d.]+ \+-[\d.]+$", proc.stdout, re.M)
-    # warm-up garbage is collected and frozen between the last warm-up and first timed step
+    assert len(re.findall(r"^Iter #\d+: [\d.]+ img/sec per (CPU|GPU)$", stdout, re.M)) == 4
+    assert re.search(r"^Img/sec per (CPU|GPU): [\d.]+ \+-[\d.]+$", stdout, re.M)
+    assert re.search(r"^Total img/sec on 1 (CPU|GPU)\(s\): [\d.]+ \+-[\d.]+$", stdout, re.M)
+    # between the last warm-up and the first timed step: warm-up garbage is collected and
+    # frozen, and the host's share waited for
     at = kinds.index("event")
     assert recs[at]["name"] == "gc_frozen" and recs[at]["collected"] >= 0
-    assert [r["warmup"] for r in (recs[at - 1], recs[at + 1])] == [True, False]
+    wait = recs[at + 1]
+    assert wait["name"] == "shares_wait" and wait["applied"] and wait["waited_s"] > 0.5
+    assert [r["warmup"] for r in (recs[at - 1], recs[at + 2])] == [True, False]
+    assert marker.marked_at is not None
+    timed = [r for r in recs if r["kind"] == "step" and not r["warmup"]]
+    assert len(timed) == 4 and all(r["time"] - r["seconds"] >= marker.marked_at for r in timed)
 
 
 def test_mwms_two_workers_with_variance_monitor(tmp_path):
@@ -162,6 +199,9 @@ def test_mwms_two_workers_with_variance_monitor(tmp_path):
 
 
 def test_parameter_servers_one_ps_two_workers_and_chief(tmp_path):
+    """Every task ends on its own; the chief reports each worker's steps, and where hosts
+    start at full speed it schedules the timed steps only once the shares mark is there
+    (made here 1 s after its first step record, as a late launcher would)."""
     ports = free_ports(4)
     cluster = {
         "chief": [f"127.0.0.1:{ports[0]}"],
@@ -176,11 +216,16 @@ def test_parameter_servers_one_ps_two_workers_and_chief(tmp_path):
                 TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": role, "index": i}}),
                 LAB_PS_ROLE=role,
                 LAB_PS_INDEX=str(i),
+                DISTLAB_SHARES_MARK=str(tmp_path / "shares"),
             ),
         )
         for role, i in tasks
     ]
+    marker = MarkAfterFirstStep(tmp_path / "p3.log", tmp_path / "shares", 1.0)
+    marker.start()
     results = start_all(cmds, tmp_path)  # every process must end on its own, with 0
+    marker.stop.set()
+    marker.join(timeout=5)
     assert [code for code, _ in results] == [0, 0, 0, 0], [t[-1500:] for _, t in results]
     chief = records(results[3][1])
     # only the chief reports steps; a server task says, once, that it serves
@@ -193,6 +238,14 @@ def test_parameter_servers_one_ps_two_workers_and_chief(tmp_path):
     assert all(h["world_size"] == 2 and h["backend"] == "ps" for h in heads)
     steps = [r for r in chief if r["kind"] == "step"]
     assert len(steps) == 2 * (2 + 4)
+    # the warm-up's 2 x 2 steps ran before the mark, the rest after it
+    assert marker.marked_at is not None
+    [wait] = [r for r in chief if r.get("name") == "shares_wait"]
+    assert wait["applied"] and wait["reporter"] == "chief"
+    head = [r for r in steps if r["global_step"] <= 4]
+    rest = [r for r in steps if r["global_step"] > 4]
+    assert len(head) == 4 and all(r["ended_at"] < marker.marked_at for r in head)
+    assert len(rest) == 8 and all(r["ended_at"] - r["seconds"] >= marker.marked_at for r in rest)
     # the chief froze its garbage once, after scheduling and before it read any step
     frozen = [i for i, r in enumerate(chief) if r.get("name") == "gc_frozen"]
     assert len(frozen) == 1 and chief[frozen[0]]["reporter"] == "chief"

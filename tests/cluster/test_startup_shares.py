@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from lab.bench.shares_wait import MARK_ENV
 from lab.cluster import emulation, launch
 from lab.cluster.emulation.cgroups import GUARANTEE
 from lab.cluster.emulation.startup import StartupShares, check_startup
@@ -52,6 +53,20 @@ def test_the_gate_acts_on_the_read_itself_not_behind_the_observer_lanes(tmp_path
     assert (tmp_path / "rank-0.log").read_text().count("\n") == 5  # and every line logged
 
 
+def test_the_gate_marks_the_shares_applied_for_the_ranks_waiting_on_them(tmp_path: Path) -> None:
+    """A stale mark is gone when the run starts; the mark is there once the shares are."""
+    mark = tmp_path / "cluster.shares"
+    mark.write_text("stale\n")
+    gate = StartupShares({"hosts": {}, "shares_mark": str(mark)})
+    gate.on_start(str(tmp_path), [0], None)
+    assert not mark.exists()
+    gate.on_read([Lines(0, "stdout", format_record("header", rank=0) + "\n")])
+    assert not mark.exists()  # a header is not a step
+    gate.on_read([Lines(0, "stdout", format_record("step", step=0, seconds=0.1) + "\n")])
+    assert float(mark.read_text()) == gate.summary()["epoch"]
+    gate.on_end("succeeded", 0, {0: 0})
+
+
 def _weight(driver_version: int, group: Path) -> int:
     """A group's weight in ordinary processes, read back from the kernel."""
     if driver_version == 1:
@@ -80,6 +95,21 @@ def test_hosts_start_with_an_uncapped_hosts_weight_and_get_theirs_back_with_the_
         gate.on_read([Lines(0, "stdout", format_record("step", step=0, seconds=0.1) + "\n")])
         assert [_weight(version, g) for g in groups] == [2 * GUARANTEE] * 2
         assert _weight(version, parent) == 4 * GUARANTEE
+        # the ranks are told where the mark the gate just made is
+        mark = Path(info["shares_mark"])
+        assert mark.exists()
+        assert {emulation.host_env(h)[MARK_ENV] for h in up.hosts} == {str(mark)}
+    assert not mark.exists()  # removed with the cluster
+
+
+@needs_root
+@pytest.mark.root
+@pytest.mark.timeout(60)
+def test_hosts_that_keep_their_share_from_the_start_name_no_mark() -> None:
+    profile = {"name": "s", "emulated": {"hosts": 1, "cpu": 0.5, "startup": "share"}}
+    with emulation.prepare(cluster_from_dict(profile, "s")) as up:
+        assert "shares_mark" not in up.extra["emulation"]
+        assert MARK_ENV not in emulation.host_env(up.hosts[0])
 
 
 def _throttling(startup: str | None, tmp_path: Path) -> tuple[list[int], list[int], dict]:

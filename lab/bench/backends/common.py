@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lab.bench.shares_wait import wait_for_shares
 from lab.metrics.records import emit
 
 if TYPE_CHECKING:
@@ -279,10 +280,15 @@ def run_loop(
     left is frozen (``gc.freeze``), so that no full collection of TensorFlow's objects
     lands in a timed step: on this CPU one took 0.15-0.25 s, four 50-ms steps, and it
     fell on the same step of every run of a point (the ``gc_frozen`` event says when).
+    On an emulated host that starts at full speed the rank also waits there for its CPU
+    share (lab.bench.shares_wait), once a step record is out: after step 0 when no step
+    is warm-up.
     """
     for i in range(cfg.warmup_steps + cfg.steps):
         if i == cfg.warmup_steps:
             freeze_garbage(reporter.rank)
+        if i == max(cfg.warmup_steps, 1):
+            wait_for_shares(reporter.rank)
         start = time.perf_counter()
         loss, outputs = step_fn(i)
         loss = float(loss)  # waits for the step to finish

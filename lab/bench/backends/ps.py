@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from lab.bench.backends import checkpoints, common
 from lab.bench.models import build_model, count_params
+from lab.bench.shares_wait import shares_pending, wait_for_shares
 from lab.errors import ParameterError
 from lab.metrics.records import emit, exit_now
 
@@ -265,7 +266,11 @@ def train(tf: Any, cfg: Config, cluster: dict[str, Any]) -> NoReturn:
         rep.header(count_params(model), worker=w, reporter="chief", ps_tasks=len(cluster["ps"]))
 
     total = (cfg.warmup_steps + cfg.steps) * workers - first
-    pending = [coordinator.schedule(step_fn, args=(iterator,)) for _ in range(total)]
+    # Where hosts start at full speed, the warm-up steps go first and the rest once the
+    # hosts' shares apply (lab.bench.shares_wait): scheduled together, a small CNN's steps
+    # all ran before the launcher read the first record, and the run timed nothing.
+    head = min(total, max(cfg.warmup_steps, 1) * workers) if shares_pending() else total
+    pending = [coordinator.schedule(step_fn, args=(iterator,)) for _ in range(head)]
     # traced and scheduled: what survives is kept out of later collections, which would
     # otherwise stop the chief's dispatch threads (they need the GIL) in a timed step
     common.freeze_garbage(0, reporter="chief")
@@ -273,20 +278,30 @@ def train(tf: Any, cfg: Config, cluster: dict[str, Any]) -> NoReturn:
     last_end: dict[int, float] = {}
     # A worker runs its closures in order, so fetching in order keeps per-worker order.
     lost = (tf.errors.UnavailableError, tf.errors.CancelledError, tf.errors.AbortedError)
-    for global_step, remote in enumerate(pending, first + 1):
-        try:
-            loss, worker, start, end = remote.fetch()
-        except lost as e:  # the step ran, but its worker died before its result was read
-            emit("event", event="result_lost", step=global_step, error=type(e).__name__)
-            continue
-        w = int(worker)
-        k = done.get(w, 0)
-        seconds = float(end) - last_end.get(w, float(start))
-        last_end[w], done[w] = float(end), k + 1
-        rep.step(k, seconds, float(loss), rank=w, worker=w, reporter="chief",
-                 global_step=global_step, ended_at=round(float(end), 6))  # fmt: skip
-        if ckpt is not None and cfg.checkpoint_every and global_step % cfg.checkpoint_every == 0:
-            checkpoints.write(ckpt, cfg.checkpoint_dir, global_step, reporter="chief")
+    every = cfg.checkpoint_every if ckpt is not None else 0
+
+    def report(remotes: list[Any], first_step: int) -> None:
+        for global_step, remote in enumerate(remotes, first_step):
+            try:
+                loss, worker, start, end = remote.fetch()
+            except lost as e:  # the step ran, but its worker died before its result was read
+                emit("event", event="result_lost", step=global_step, error=type(e).__name__)
+                continue
+            w = int(worker)
+            k = done.get(w, 0)
+            seconds = float(end) - last_end.get(w, float(start))
+            last_end[w], done[w] = float(end), k + 1
+            rep.step(k, seconds, float(loss), rank=w, worker=w, reporter="chief",
+                     global_step=global_step, ended_at=round(float(end), 6))  # fmt: skip
+            if every and global_step % every == 0:
+                checkpoints.write(ckpt, cfg.checkpoint_dir, global_step, reporter="chief")
+
+    report(pending, first + 1)
+    if head < total:
+        wait_for_shares(0, reporter="chief")
+        last_end.clear()  # a worker's next step is timed from its own start, not the wait
+        rest = [coordinator.schedule(step_fn, args=(iterator,)) for _ in range(total - head)]
+        report(rest, first + 1 + head)
     coordinator.join()
     rep.rank = 0
     rep.summary(steps_per_worker={str(w): n for w, n in sorted(done.items())}, reporter="chief")

@@ -24,6 +24,7 @@ from lab.bench.p3.config import P3Config
 from lab.bench.p3.ps import Server, Trace, Worker
 from lab.bench.p3.schedule import plan_keys
 from lab.bench.p3.transport import ACK, PULL, PUSH, VALUE, Wire, shrink_socket_buffers
+from lab.bench.shares_wait import wait_for_shares
 from lab.errors import ParameterError
 from lab.metrics.records import emit, exit_now
 
@@ -163,6 +164,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     losses: list[float] = []
     for step in range(total):
         state["step"] = step
+        if step == cfg.warmup_steps and step >= 2:
+            # an emulated host's share (lab.bench.shares_wait), once step 0's record is
+            # out (each step's record is printed during the next); the wait falls in the
+            # last warm-up step's interval
+            wait_for_shares(rank)
         starts.append(time.time())
         cpu_starts.append(time.process_time())
         trace.mark(step, "start")

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from lab.bench.shares_wait import MARK_ENV
 from lab.cluster.emulation import cgroups, fair, netns, removal, shaping, startup, state
 from lab.cluster.emulation.keeper import Keeper
 from lab.cluster.emulation.spec import HostSpec, host_specs, requested_subnet
@@ -25,6 +26,7 @@ ENTER = str(Path(__file__).with_name("enter.py"))
 _ACTIVE: dict[str, str] = {}  # namespace -> cgroup directory, for clusters up in this process
 _SERVERS: dict[str, list[subprocess.Popen]] = {}  # tag -> sshd processes started here
 _FAIR: dict[str, dict[str, str]] = {}  # namespace -> its fair defaults (lab.cluster.emulation.fair)
+_MARKS: dict[str, str] = {}  # namespace -> its shares mark, where hosts start at full speed
 
 
 def missing() -> str | None:
@@ -46,11 +48,15 @@ def host_env(host: Host) -> dict[str, str]:
     the host's fair settings (lab.cluster.emulation.fair). A host that declares GPUs
     (``emulated: {gpus: N}``, a rehearsal's) has none: its ranks are told so by
     ``DISTLAB_EMULATED_GPUS=N``, and their device code falls back to the CPU and NCCL to
-    gloo, saying so (lab.bench.easyscale.device)."""
+    gloo, saying so (lab.bench.easyscale.device). Where hosts start at full speed,
+    ``DISTLAB_SHARES_MARK`` names the file that says their shares apply
+    (lab.bench.shares_wait)."""
     iface = netns.HOST_IFNAME
     declared = {EMULATED_GPUS_ENV: str(host.gpus)} if host.gpus > 0 else {}
+    mark = _MARKS.get(host.namespace or "")
     return {
         **declared,
+        **({MARK_ENV: mark} if mark else {}),
         **_FAIR.get(host.namespace or "", {}),
         "GLOO_SOCKET_IFNAME": iface,
         "TP_SOCKET_IFNAME": iface,
@@ -195,6 +201,8 @@ def _build(
     slots = [h.slots for h in cluster.hosts]
     weights = [cgroups.weight_for(s.cpu, n) for s, n in zip(specs, slots, strict=True)]
     fair_setting = fair.check_fair((cluster.emulated or {}).get("fair"))
+    starts = startup.check_startup((cluster.emulated or {}).get("startup"))
+    rec.shares_mark.unlink(missing_ok=True)  # the launcher creates it when the shares apply
     driver.create(parent, None, weight=sum(weights))
     bridge_ip = subnet.broadcast_address - 1
     netns.create_bridge(rec.bridge, f"{bridge_ip}/{prefix}")
@@ -208,6 +216,8 @@ def _build(
         latency_ok &= shaping.shape(netns.HOST_IFNAME, ns, spec.bandwidth, spec.latency)
         hosts.append(replace(host, address=address, namespace=ns))
         _FAIR[ns] = fair.fair_env(spec.cpu, fair_setting)
+        if starts == "full":
+            _MARKS[ns] = str(rec.shares_mark)
         info[host.name] = {"cpu": spec.cpu, "bandwidth": spec.bandwidth,
                            "latency": spec.latency, "cgroup": group, "veth": veth,
                            "slots": slots[i], "weight": weights[i],
@@ -230,8 +240,8 @@ def _build(
             "tag": rec.tag, "subnet": rec.subnet, "bridge": rec.bridge,
             "bridge_address": str(bridge_ip), "cgroup_version": driver.version,
             "latency_emulated": latency_ok, "fair": fair_setting, "hosts": info,
-            "cgroup": str(parent), "weight": sum(weights),
-            "startup": startup.check_startup((cluster.emulated or {}).get("startup")),
+            "cgroup": str(parent), "weight": sum(weights), "startup": starts,
+            **({"shares_mark": str(rec.shares_mark)} if starts == "full" else {}),
         },
     }  # fmt: skip
     return replace(cluster, hosts=tuple(hosts), extra=extra)
@@ -247,6 +257,7 @@ def teardown(rec: state.Record) -> None:
     for ns in rec.netns:
         _ACTIVE.pop(ns, None)
         _FAIR.pop(ns, None)
+        _MARKS.pop(ns, None)
     removal.remove(rec)
 
 

@@ -23,6 +23,12 @@ The gate also sees each read on the reader thread itself (``on_read``), not from
 observer lane, so nothing queued in the launcher stands between a record and the shares.
 ``summary`` keeps the record's print time and the moment it was read: a late gate says
 which hop was slow (to the launcher's read, or from the read to the shares).
+
+A job does not stop for the gate, though: a read that comes late (a loaded machine) let a
+short job run every step before its shares. So once the shares are in force the gate
+creates the cluster's mark file (``shares_mark``, named to the ranks as
+``DISTLAB_SHARES_MARK``), and the lab's workloads wait for it before their first timed
+step (lab.bench.shares_wait).
 """
 
 from __future__ import annotations
@@ -72,6 +78,8 @@ class StartupShares:
         if self._weights and emulation.get("cgroup") and "weight" in emulation:
             lifted = sum(weight_for(None, h.get("slots", 1)) for h in hosts.values())
             self._weights[Path(emulation["cgroup"])] = (lifted, int(emulation["weight"]))
+        mark = emulation.get("shares_mark")
+        self._mark = Path(mark) if mark else None
         self._limit = limit
         self._lock = threading.Lock()
         self._started = 0.0
@@ -82,6 +90,8 @@ class StartupShares:
 
     def on_start(self, run_dir: str, ranks: Sequence[int], control: Any) -> None:
         self._started = time.monotonic()
+        if self._mark is not None:
+            self._mark.unlink(missing_ok=True)
         for group in self._shares:
             self._driver.set_quota(group, None)
         for group, (lifted, _) in self._weights.items():
@@ -122,7 +132,7 @@ class StartupShares:
         self.apply("end")
 
     def apply(self, why: str) -> None:
-        """Give every host its share (once)."""
+        """Give every host its share (once), then create the mark the ranks wait for."""
         with self._lock:
             if self._applied is not None:
                 return
@@ -138,6 +148,11 @@ class StartupShares:
                 except OSError as e:
                     log.warning("could not set %s's weight: %s", group.name, e)
             self._epoch = time.time()
+            if self._mark is not None:
+                try:
+                    self._mark.write_text(f"{self._epoch}\n")
+                except OSError as e:  # the ranks go on after lab.bench.shares_wait.WAIT_S
+                    log.warning("could not mark the shares applied: %s", e)
 
     def summary(self) -> dict[str, Any]:
         """For the manifest: when the shares applied (seconds into the run, and the epoch that

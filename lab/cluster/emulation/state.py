@@ -100,7 +100,14 @@ class Record:
         tmp.write_text(json.dumps(asdict(self), indent=1))
         os.replace(tmp, self.path)
 
+    @property
+    def shares_mark(self) -> Path:
+        """The file the launcher creates once the hosts' CPU shares apply; ranks that
+        start at full speed wait for it before timing (lab.bench.shares_wait)."""
+        return state_dir() / f"{self.tag}.shares"
+
     def drop(self) -> None:
+        self.shares_mark.unlink(missing_ok=True)
         self.path.unlink(missing_ok=True)
 
     def names_are_ours(self) -> bool:

@@ -12,6 +12,8 @@ import pytest
 from lab.errors import NothingMeasured, ParameterError
 from lab.experiments.cmdare import labspeed
 from lab.experiments.verdicts import Status
+from lab.metrics.run_table import load_run
+from lab.metrics.shares import past_warmup
 
 
 def test_points_are_checked_before_launch() -> None:
@@ -76,6 +78,12 @@ def test_one_point_on_emulated_hosts_feeds_the_table() -> None:
     assert table["speed"].iloc[0] > 0 and table["gflops"].iloc[0] > 0
     again = labspeed.speed_table(run_dirs=list(table["run_dir"]))
     assert again["speed"].iloc[0] == pytest.approx(table["speed"].iloc[0])
+    # the chief waited for the hosts' shares before the timed steps, so all 5 count
+    records = load_run(table["run_dir"].iloc[0])
+    waits = records[records.get("name") == "shares_wait"]
+    assert len(waits) == 1 and bool(waits["applied"].iloc[0])
+    steps = records[records["kind"] == "step"]
+    assert len(past_warmup(steps)) == 5
 
 
 def test_the_sweep_runs_only_on_its_own_emulated_hosts() -> None:
