@@ -34,6 +34,7 @@ from lab.bench.pair_averaging import (
     pad_step,
     squared_loss,
 )
+from lab.bench.shares_wait import wait_for_shares
 
 BACKEND = {"pair": "kungfu-pair-avg", "sync": "kungfu-sync"}
 IMPLEMENTATION = {
@@ -75,6 +76,8 @@ def run(cfg: Config) -> int:
     rep = common.Reporter(cfg, rank, size, "CPU", root=rank == 0, extra=extra)
     rep.header(cfg.features, floats_exchanged=cfg.features)
     for i in range(cfg.warmup_steps + cfg.steps):
+        if i == max(cfg.warmup_steps, 1):
+            wait_for_shares(rank)  # an emulated host's share (lab.bench.shares_wait)
         idx = rng.integers(0, len(data.y), cfg.batch_size)
         start = time.perf_counter()
         pad_step(start, cfg.step_time)  # the model's compute, before its averaging request

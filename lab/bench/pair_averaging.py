@@ -46,6 +46,7 @@ import numpy as np
 
 from lab.bench.config import flag
 from lab.bench.flags import TrainingConfig
+from lab.bench.shares_wait import wait_for_shares
 from lab.errors import ParameterError, require_at_least
 
 MODES = ("pair", "sync")
@@ -361,6 +362,8 @@ def run(cfg: Config) -> int:
     peer_model = np.empty(trainer.size, np.float32)
     rng = np.random.default_rng([cfg.seed, 3, rank])
     for i in range(cfg.warmup_steps + cfg.steps):
+        if i == max(cfg.warmup_steps, 1):
+            wait_for_shares(rank)  # an emulated host's share (lab.bench.shares_wait)
         start = time.perf_counter()
         loss, grads = trainer.gradient()
         if cfg.task == "regression":
