@@ -180,7 +180,7 @@ FIGURES: tuple[FigureEntry, ...] = (
         "throughput vs bandwidth",
         "throughput vs link bandwidth: baseline PS, slicing, P3; P3's speedup",
         "p3/throughput_vs_bandwidth.ipynb",
-        "the lab's PS with P3's schedules (lab, torch gloo); MXNet 1.9.1 KVStore (baseline, "
+        "the lab's PS with P3's schedules (lab, torch + TCP); MXNet 1.9.1 KVStore (baseline, "
         "slicing; one bandwidth at smoke); P3's MXNet fork where installed",
         "smoke on 2 emulated hosts (needs root)",
     ),
@@ -190,7 +190,7 @@ FIGURES: tuple[FigureEntry, ...] = (
         "one iteration",
         "one iteration's timeline: slices overtaking the big FC layer",
         "p3/one_iteration.ipynb",
-        "the lab's PS (lab, torch gloo)",
+        "the lab's PS (lab, torch + TCP)",
         "smoke on 2 emulated hosts (needs root)",
     ),
     FigureEntry(

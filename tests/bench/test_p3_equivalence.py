@@ -1,5 +1,5 @@
 """The schedules change how parameters travel, never the math: after K steps from the same
-seed, two real ranks (launched by lab.cluster.launch, talking over gloo) hold exactly the
+seed, two real ranks (launched by lab.cluster.launch, talking over TCP) hold exactly the
 parameters of plain SGD on the summed gradients, under every schedule."""
 
 from __future__ import annotations
@@ -68,8 +68,8 @@ def test_every_schedule_is_plain_sgd_on_summed_gradients(schedule: str, tmp_path
         steps=STEPS,
         warmup_steps=0,
         slice_elements=100,  # many slices on a tiny model, each one message with its header
-        big_bound=500,  # and the baseline's split of big tensors, whose payloads of more
-        # than slice_elements follow their header as a message of their own
+        big_bound=500,  # and the baseline's split of big tensors, payloads of more than
+        # slice_elements received into buffers of their own
         lr=0.05,
         dump=str(tmp_path / "params"),
     ).check(WORLD)
@@ -109,7 +109,7 @@ def test_every_schedule_is_plain_sgd_on_summed_gradients(schedule: str, tmp_path
         assert summary["drain_seconds"] > 0
         timed = pytest.approx(summary["timed_seconds"], abs=1e-4)
         assert stepped + summary["drain_seconds"] == timed
-    # gloo's sockets were given small kernel buffers (the kernel reports twice the request)
+    # the messages' sockets got small kernel buffers (the kernel reports twice the request)
     headers = [r for r in steps if r["kind"] == "header"]
     assert len(headers) == WORLD
     for h in headers:

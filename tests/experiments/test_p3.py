@@ -179,7 +179,7 @@ def test_timeline_draws_one_iteration_with_server_updates_and_next_waits() -> No
 def test_figures_show_every_arm_and_the_published_peaks() -> None:
     summary = summary_of({"baseline": [10, 20, 40], "slicing": [11, 25, 40], "p3": [13, 30, 41]})
     fig = figures.throughput_vs_bandwidth(summary)
-    assert len(fig.data) == 3 and all("(lab, torch gloo)" in t.name for t in fig.data)
+    assert len(fig.data) == 3 and all("(lab, torch + TCP)" in t.name for t in fig.data)
     gain = figures.gain_vs_bandwidth(analysis.gains(summary))
     marked = [s.y0 for s in gain.layout.shapes]
     assert {25.0, 38.0, 66.0} <= {round(y, 6) for y in marked}

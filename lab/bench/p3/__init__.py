@@ -1,8 +1,8 @@
-"""P3 (SysML'19) on torch.distributed: a synchronous parameter server whose schedules
+"""P3 (SysML'19) on torch: a synchronous parameter server whose schedules
 (``baseline``, ``slicing``, ``p3``) differ only in how parameters travel.
 
 Modules: ``schedule`` (pure: keys, placement, queue order), ``models``, ``config``
-(checked settings and the rank command), ``transport`` (gloo messages), ``ps`` (worker and
+(checked settings and the rank command), ``transport`` (messages over TCP), ``ps`` (worker and
 server roles), ``run`` (the rank program).
 """
 

@@ -1,5 +1,6 @@
 """The rank program of ``python -m lab.bench.p3``: one process per host, worker and server
-shard together, on torch.distributed (gloo).
+shard together: torch computes, the messages go over TCP sockets of their own
+(lab.bench.p3.transport), torch.distributed (gloo) starts the job and keeps its barriers.
 
 Ranks read RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (the ``local`` launcher sets them,
 on emulated hosts too). Every rank prints ``@lab`` records: a header, one ``step`` record
@@ -14,6 +15,7 @@ seconds from the step's start) and ``layer`` (backward end, forward wait start a
 from __future__ import annotations
 
 import os
+import resource
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,7 +25,7 @@ from lab.bench.p3 import models
 from lab.bench.p3.config import P3Config
 from lab.bench.p3.ps import Server, Trace, Worker
 from lab.bench.p3.schedule import plan_keys
-from lab.bench.p3.transport import ACK, PULL, PUSH, VALUE, Wire, shrink_socket_buffers
+from lab.bench.p3.transport import ACK, PULL, PUSH, VALUE, Wire
 from lab.bench.shares_wait import wait_for_shares
 from lab.errors import ParameterError
 from lab.metrics.records import emit, exit_now
@@ -99,8 +101,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     sockets: list[tuple[int, int]] = []
     if world > 1:
         dist.barrier()
-        if cfg.sockbuf:
-            sockets = shrink_socket_buffers(cfg.sockbuf)
 
         def deliver(kind: int, key: int, step: int, src: int, payload: Any) -> None:
             target = server if kind in (PUSH, PULL) else worker
@@ -112,7 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         into = {(VALUE, k.id): worker.views[k.id] for k in keys if k.server != rank}
         # a server sums a remote push where it arrives, or keeps a copy (Server.borrowed)
         lend = frozenset({PUSH}) if server is not None else frozenset()
-        wire = Wire(rank, expect, total, deliver, into, inline=cfg.slice_elements, lend=lend)
+        wire = Wire(rank, expect, total, deliver, into, cfg.slice_elements, lend, cfg.sockbuf)
+        sockets = wire.socket_buffers
         if server is not None:
             server.borrowed = wire.lent_keys(PUSH)
         wire.start()
@@ -153,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     n_params = sum(p.numel() for p in params)
     emit(
         "header", rank=rank, world_size=world, model=cfg.model, params=n_params,
-        backend=f"p3-{cfg.schedule}", engine="torch.distributed (gloo)", torch=torch.__version__,
+        backend=f"p3-{cfg.schedule}", engine="torch + TCP", torch=torch.__version__,
         schedule=cfg.schedule, servers=servers, keys=len(keys), slice_elements=cfg.slice_elements,
         batch_size=cfg.batch_size, image_size=size, warmup_steps=cfg.warmup_steps,
         steps=cfg.steps, lr=cfg.lr, sockbuf=cfg.sockbuf, socket_buffers=sockets,
@@ -161,6 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )  # fmt: skip
     starts: list[float] = []
     cpu_starts: list[float] = []  # this process's CPU time, all threads (scheduling's cost)
+    switches: list[tuple[int, int]] = []  # its context switches (voluntary, not), all threads
     losses: list[float] = []
     for step in range(total):
         state["step"] = step
@@ -171,6 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             wait_for_shares(rank)
         starts.append(time.time())
         cpu_starts.append(time.process_time())
+        switches.append(_context_switches())
         trace.mark(step, "start")
         for p in params:
             p.grad = None
@@ -187,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # interval ±66% around a gain of +56%; without it, ±15%.
     computed = time.time()
     worker.wait_all(total, check)
-    end, cpu_end = time.time(), time.process_time()
+    end, cpu_end, switches_end = time.time(), time.process_time(), _context_switches()
     trace.mark(total - 1, "end")
     _step_record(rank, cfg, total - 1, computed - starts[-1], losses[-1])
     ends = [*starts[1:], computed]
@@ -205,6 +208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
          timed_seconds=round(timed_s, 6), drain_seconds=round(end - computed, 6),
          wire_bytes_sent=wire_bytes,
          cpu_seconds=round(cpu_end - cpu_starts[cfg.warmup_steps], 6),
+         voluntary_switches=switches_end[0] - switches[cfg.warmup_steps][0],
+         involuntary_switches=switches_end[1] - switches[cfg.warmup_steps][1],
          wire_bytes_per_s=round(wire_bytes / timed_s, 1))  # fmt: skip
     _emit_trace(rank, cfg, trace, keys, tensors)
     if cfg.dump:
@@ -221,6 +226,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if profiles is not None:
         profiles.dump(Path(cfg.profile) / f"rank{rank}.prof")
     return 0
+
+
+def _context_switches() -> tuple[int, int]:
+    """This process's context switches so far, all its threads: (voluntary, involuntary).
+    Each message a thread waits for costs a switch on the rank's core, beside the compute."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_nvcsw, usage.ru_nivcsw
 
 
 def _step_record(rank: int, cfg: P3Config, step: int, seconds: float, loss: float) -> None:

@@ -1,30 +1,29 @@
-"""Messages between worker and server shards over gloo point-to-point (send/recv).
+"""Messages between worker and server shards: one TCP connection per pair of hosts.
 
-Why gloo point-to-point and not ``torch.distributed.rpc``: the schedule under test *is* the
-order in which bytes leave a host, so the lab must decide exactly when each message is
-handed to the transport and must see when it has been taken; a send + ``wait`` gives
-that with one TCP connection per pair of hosts and no hidden thread pool or buffering of
-its own (TensorPipe's would reorder and batch behind the lab's back).
+Why plain sockets and neither gloo point-to-point nor ``torch.distributed.rpc``: the
+schedule under test *is* the order in which bytes leave a host, so the lab must decide
+exactly when each message is handed to the transport and see when it has been taken, and
+P3's slices make a step ~170 messages a host, so what a message costs besides its bytes
+decides what the schedule costs. RPC's TensorPipe reorders and batches behind the lab's
+back. gloo's send/recv gave the control, but every gloo message cost 0.1-0.2 ms of CPU on
+each side whatever its size (its device thread hands each one over), and that was P3's
+~10% over baseline on loopback (``make bench``). A 160 KB message over a socket of its own
+cost 35-45 µs at either end on the same machine (2 processes on loopback, 128 KB socket
+buffers), and the sender writes a payload straight from the tensor it lives in.
 
-A message is one gloo message on tag 0: a header of ``HEADER`` int32 (type, key, step,
-0) followed by the payload, if any, of up to ``inline`` float32 elements (P3's slice size:
-every slice travels this way). Every gloo message costs about 0.1 ms of CPU on each side
-whatever its size (a 12-byte message cost 130 µs at the sender and 113 µs at the receiver
-of a loaded 2-core machine, a 160 KB one 227 and 177), so a header of its own would nearly
-double what a slice costs. A bigger payload (baseline's parts of megabytes) follows its
-header as a second message, on a tag of its own per (type, key). gloo delivers only into
-posted receives, and accepts a message shorter than the receive: every peer has a ring of
-receives of the largest inline message posted ahead on tag 0, and one receive per
-(type, key) of a bigger payload. One thread per peer waits on the ring in arrival order,
-copies an inline payload out (into the parameter slice, for a value), posts the receive
-again and hands the message on. A kind the receiver asks to borrow (``lend``: a server's
-pushes, which it mostly sums at once) is handed on as a view of the ring's buffer, valid
-only during the call, and not copied at all.
+A message is a header of ``HEADER`` int32 (kind, key, step, payload elements) followed by
+the payload, if any, in float32. Each host listens on a port of its own (the kernel's
+choice), the addresses are exchanged over the job's process group (``all_gather_object``),
+and a rank connects to every lower rank. One thread per peer reads that peer's messages in
+order: a payload is received straight where it belongs (a worker's parameter slice for a
+value, else a buffer of the Wire's own); a kind the receiver borrows (``lend``: a server's
+pushes, which it mostly sums at once) lands in one reused buffer, handed on as a view valid
+only during the call.
 
 What is in flight below the lab is bounded in two ways: a sender hands one message at a
-time to gloo and waits until gloo has written it into the socket, and every gloo socket's
-kernel buffers are set small (``SO_SNDBUF``/``SO_RCVBUF``, ``shrink_socket_buffers``), so a
-message waits in the lab's own (priority) queue, not in a multi-megabyte kernel FIFO.
+time to the kernel and returns once it is all written into the socket, and every socket's
+kernel buffers are set small (``SO_SNDBUF``/``SO_RCVBUF``, ``sockbuf``), so a message waits
+in the lab's own (priority) queue, not in a multi-megabyte kernel FIFO.
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ import collections
 import logging
 import os
 import socket
-import stat
+import struct
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -42,50 +41,84 @@ log = logging.getLogger(__name__)
 
 PUSH, ACK, PULL, VALUE, STOP = 1, 2, 3, 4, 5
 NAMES = {PUSH: "push", ACK: "ack", PULL: "pull", VALUE: "value", STOP: "stop"}
-HEADER_TAG = 0
-HEADER = 4  # int32 slots before an inline payload: kind, key, step, 0 (16-byte aligned)
-RING = 32  # receives on tag 0 posted ahead per peer
+HEADER = 4  # int32 before a payload: kind, key, step, payload elements
+_HEADER = struct.Struct("=4i")
+CONNECT_S = 60.0  # for every peer to connect (all start together, past a barrier)
 
 
-def payload_tag(kind: int, key: int) -> int:
-    """The gloo tag of a payload too big to travel inline: one per (kind, key)."""
-    return 1 + 2 * key + (1 if kind == VALUE else 0)
+def _set_buffers(sock: socket.socket, nbytes: int) -> tuple[int, int]:
+    """``nbytes`` as the socket's kernel buffers (0: leave the kernel's); what it reports."""
+    if nbytes:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, nbytes)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, nbytes)
+    return (
+        sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF),
+        sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF),
+    )
 
 
-def shrink_socket_buffers(nbytes: int) -> list[tuple[int, int]]:
-    """Set SO_SNDBUF and SO_RCVBUF of every connected TCP socket of this process (gloo's
-    pairs, and the rendezvous store's) to ``nbytes``; the (send, receive) sizes the kernel
-    reports for each (it doubles the request for its bookkeeping)."""
-    sizes = []
-    for name in os.listdir("/proc/self/fd"):
-        fd = int(name)
-        try:
-            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
-                continue
-            sock = socket.socket(fileno=fd)
-        except OSError:
-            continue
-        try:
-            if sock.type != socket.SOCK_STREAM or sock.family not in (
-                socket.AF_INET,
-                socket.AF_INET6,
-            ):
-                continue
-            try:
-                sock.getpeername()
-            except OSError:
-                continue  # a listening socket
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, nbytes)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, nbytes)
-            sizes.append(
-                (
-                    sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF),
-                    sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF),
-                )
-            )
-        finally:
-            sock.detach()
-    return sizes
+def _bytes(tensor: Any) -> memoryview:
+    """A float32 tensor's memory as bytes, without a copy."""
+    return memoryview(tensor.detach().numpy()).cast("B")
+
+
+def _local_address() -> str:
+    """The address peers reach this host at: the one its route to the job's rendezvous
+    (MASTER_ADDR) leaves from — loopback for a local job, the host's own in a cluster."""
+    master = os.environ.get("MASTER_ADDR", "127.0.0.1")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect((master, 9))  # no packet is sent: this only picks the route
+        return str(probe.getsockname()[0])
+
+
+def connect_peers(rank: int, peers: Sequence[int], sockbuf: int) -> dict[int, socket.socket]:
+    """One connected TCP socket to each of ``peers``: this rank listens, every rank's
+    address goes round the process group, a rank connects to each lower one and says who
+    it is. Collective: every rank of the job calls it."""
+    import torch.distributed as dist
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        _set_buffers(listener, sockbuf)  # accepted sockets inherit them
+        listener.bind(("0.0.0.0", 0))
+        listener.listen(len(peers) + 1)
+        listener.settimeout(CONNECT_S)
+        addresses: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(addresses, (_local_address(), listener.getsockname()[1]))
+        socks: dict[int, socket.socket] = {}
+        for peer in sorted(p for p in peers if p < rank):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            _set_buffers(sock, sockbuf)
+            sock.settimeout(CONNECT_S)
+            sock.connect(tuple(addresses[peer]))
+            sock.sendall(struct.pack("=i", rank))
+            socks[peer] = sock
+        while len(socks) < len(peers):
+            sock, _ = listener.accept()
+            sock.settimeout(CONNECT_S)
+            socks[struct.unpack("=i", _read(sock, 4))[0]] = sock
+    finally:
+        listener.close()
+    for sock in socks.values():
+        sock.settimeout(None)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return socks
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray(n)
+    _read_into(sock, memoryview(buf))
+    return bytes(buf)
+
+
+def _read_into(sock: socket.socket, view: memoryview) -> None:
+    """Fill ``view`` from the socket; ConnectionError if the peer closes first."""
+    got, n = 0, len(view)
+    while got < n:
+        k = sock.recv_into(view[got:], n - got)
+        if k == 0:
+            raise ConnectionError(f"peer closed after {got} of {n} bytes")
+        got += k
 
 
 Deliver = Callable[[int, int, int, int, Any], None]  # (kind, key, step, src, payload)
@@ -94,28 +127,28 @@ Deliver = Callable[[int, int, int, int, Any], None]  # (kind, key, step, src, pa
 class Wire:
     """Sending and receiving the parameter server's messages with one peer set.
 
-    Every payload is received into a buffer allocated once, reused every step: a peer sends
+    Every payload is received into memory allocated once, reused every step: a peer sends
     the next message of a (kind, key) only after this host has answered the last one
     (a worker pushes key k again only after its value came back; a server sends k's value
     again only after the next push), so a payload buffer is free again by the time its
     next message can arrive, and ``deliver``'s receiver may keep reading it until it
-    answers. Messages go straight to the process group's ``send``/``recv`` (what
-    ``dist.isend``/``irecv`` call after their per-call checks); each sending thread builds
-    its messages in one tensor of its own.
+    answers. Two threads of a host (its worker's and its server's senders) may send to one
+    peer: a lock per peer keeps their messages whole.
 
     Args:
         rank: this host's rank.
         expect: ``expect[peer]`` lists, per step, the (kind, key, numel) messages ``peer``
             sends to this host (payload-less kinds with numel 0).
-        steps: how many steps the run has (so no receive is left posted at the end).
+        steps: how many steps the run has.
         deliver: called from the receiving threads with each message.
         into: where the payload of a (kind, key) that only one peer sends is received
             (a worker's parameter slice for a value: nothing to copy it on to); the others
             get a buffer of the Wire's own.
-        inline: the most payload elements a message carries after its header; bigger
-            payloads follow as a message of their own.
-        lend: kinds whose inline payload ``deliver`` gets as a view of the receive buffer,
-            valid only until it returns (it copies what it keeps), instead of a copy.
+        inline: the most payload elements a lent message has (P3's slice size); a bigger
+            payload of a lent kind gets a buffer of its own.
+        lend: kinds whose payload ``deliver`` gets as a view of a receive buffer reused for
+            the next message, valid only until it returns (it copies what it keeps).
+        sockbuf: the sockets' kernel buffers in bytes (0: the kernel's).
     """
 
     def __init__(
@@ -127,15 +160,13 @@ class Wire:
         into: Mapping[tuple[int, int], Any] | None = None,
         inline: int = 40_000,
         lend: frozenset[int] = frozenset(),
+        sockbuf: int = 0,
     ) -> None:
         import torch
-        import torch.distributed as dist
 
-        self.torch, self.group = torch, dist.group.WORLD
-        self.rank, self.deliver, self.inline = rank, deliver, inline
+        self.rank, self.deliver = rank, deliver
         self.threads: list[threading.Thread] = []
         self._lock = threading.Lock()
-        self._local = threading.local()  # per sending thread: the tensor it builds messages in
         self.errors: list[BaseException] = []
         self.sent_bytes: collections.Counter[int] = collections.Counter()  # per step
         self.peers = {}
@@ -147,14 +178,16 @@ class Wire:
                 if n > 0 and not (k in lend and n <= inline and (k, key) not in into)
             }
             lent = {(k, key): n for k, key, n in per_step if n > 0 and (k, key) not in buffers}
-            total = len(per_step) * steps + 1  # + STOP
-            self.peers[peer] = (buffers, lent, total, steps)
+            targets = {kk: (b, _bytes(b)) for kk, b in buffers.items()}
+            scratch = torch.empty(max(lent.values(), default=0))
+            self.peers[peer] = (targets, lent, scratch)
+        self.socks = connect_peers(rank, sorted(expect), sockbuf)
+        self.socket_buffers = [_set_buffers(s, 0) for s in self.socks.values()]
+        self._send_locks = {peer: threading.Lock() for peer in self.socks}
 
     def lent_keys(self, kind: int) -> frozenset[int]:
         """The keys whose ``kind`` messages ``deliver`` gets lent (see ``lend``), from any peer."""
-        return frozenset(
-            key for _, lent, _, _ in self.peers.values() for k, key in lent if k == kind
-        )
+        return frozenset(key for _, lent, _ in self.peers.values() for k, key in lent if k == kind)
 
     def start(self) -> None:
         for peer in self.peers:
@@ -162,46 +195,28 @@ class Wire:
             t.start()
             self.threads.append(t)
 
-    def _message(self) -> tuple[Any, Any, dict[int, tuple[Any, Any]]]:
-        """A buffer for one header and the largest inline payload, its header's slots as
-        int32 (numpy: written without a torch call), and its views by payload size
-        (``_views``)."""
-        buf = self.torch.zeros(HEADER + self.inline)
-        return buf, buf.numpy()[:HEADER].view("int32"), {}
-
-    @staticmethod
-    def _views(buf: Any, views: dict[int, tuple[Any, Any]], n: int) -> tuple[Any, Any]:
-        """(payload, header + payload) views of ``buf`` for an ``n``-element payload, made
-        once per size: a model has a few slice sizes, and a tensor view costs microseconds
-        on every one of a step's ~170 messages."""
-        found = views.get(n)
-        if found is None:
-            found = views[n] = (buf[HEADER : HEADER + n], buf[: HEADER + n])
-        return found
-
     def send(self, dst: int, kind: int, key: int, step: int, payload: Any = None) -> None:
-        """Hand one message to gloo and wait until it has left the lab (written to the
-        socket): one message in flight per sending thread. Counts the bytes handed over
-        (header and payload) per step in ``sent_bytes``, before handing them over, so that
-        once a peer has a message its bytes are counted here."""
-        mine = getattr(self._local, "message", None)
-        if mine is None:
-            mine = self._local.message = self._message()
-        buf, header, views = mine
-        header[0], header[1], header[2] = kind, key, step
+        """Write one message into ``dst``'s socket and return once the kernel has all of it:
+        one message in flight per sending thread. Counts the bytes handed over (header and
+        payload) per step in ``sent_bytes``, before handing them over, so that once a peer
+        has a message its bytes are counted here."""
         n = 0 if payload is None else payload.numel()
         with self._lock:
             self.sent_bytes[step] += 4 * (HEADER + n)
-        if n <= self.inline:
-            body, whole = self._views(buf, views, n)
-            if n:
-                body.copy_(payload)
-            self.group.send([whole], dst, HEADER_TAG).wait()
-            return
-        head = self.group.send([buf[:HEADER]], dst, HEADER_TAG)
-        body = self.group.send([payload.contiguous()], dst, payload_tag(kind, key))
-        head.wait()
-        body.wait()
+        parts = [_HEADER.pack(kind, key, step, n)]
+        if n:
+            parts.append(_bytes(payload))
+        sock = self.socks[dst]
+        with self._send_locks[dst]:
+            left = sum(len(x) for x in parts)
+            while left:
+                sent = sock.sendmsg(parts)
+                left -= sent
+                while parts and sent >= len(parts[0]):
+                    sent -= len(parts[0])
+                    parts.pop(0)
+                if sent:
+                    parts[0] = memoryview(parts[0])[sent:]
 
     def stop(self) -> None:
         """Tell every peer this host sends nothing more; wait for their receivers' end."""
@@ -209,45 +224,32 @@ class Wire:
             self.send(peer, STOP, 0, 0)
         for t in self.threads:
             t.join(timeout=60)
+        for sock in self.socks.values():
+            sock.close()
 
     def _receive(self, peer: int) -> None:
-        recv, inline = self.group.recv, self.inline
-        buffers, lent, total, steps = self.peers[peer]
-        ring: collections.deque = collections.deque()
-        for _ in range(min(total, RING)):
-            buf, header, views = self._message()
-            ring.append((buf, header, views, recv([buf], peer, HEADER_TAG)))
-        posted = len(ring)
-        big = {  # [buffer, its posted receive, receives posted so far]
-            kk: [b, recv([b], peer, payload_tag(*kk)), 1]
-            for kk, b in buffers.items()
-            if b.numel() > inline
-        }
+        sock = self.socks[peer]
+        targets, _, scratch = self.peers[peer]
+        scratch_bytes = _bytes(scratch)
+        header = bytearray(_HEADER.size)
+        header_view = memoryview(header)
         try:
-            while ring:
-                buf, header, views, work = ring.popleft()
-                work.wait()
-                kind, key, step = header[:3].tolist()
+            while True:
+                _read_into(sock, header_view)
+                kind, key, step, n = _HEADER.unpack(header)
                 if kind == STOP:
                     return
-                lent_n = lent.get((kind, key))
-                if lent_n is not None:  # the ring's buffer itself, until deliver returns
-                    self.deliver(kind, key, step, peer, self._views(buf, views, lent_n)[0])
-                elif (data := buffers.get((kind, key))) is not None:
-                    n = data.numel()
-                    if n <= inline:
-                        data.copy_(self._views(buf, views, n)[0])
-                    else:  # its own message, on its own tag; free again (see the class)
-                        slot = big[(kind, key)]
-                        slot[1].wait()
-                        if slot[2] < steps:
-                            slot[1] = recv([data], peer, payload_tag(kind, key))
-                            slot[2] += 1
-                if posted < total:  # read, and copied out or handed back: post it again
-                    ring.append((buf, header, views, recv([buf], peer, HEADER_TAG)))
-                    posted += 1
-                if lent_n is None:
-                    self.deliver(kind, key, step, peer, data)
+                if not n:
+                    self.deliver(kind, key, step, peer, None)
+                    continue
+                target = targets.get((kind, key))
+                if target is not None:
+                    data, into = target
+                    _read_into(sock, into)
+                else:  # lent: the reused buffer, until deliver returns
+                    _read_into(sock, scratch_bytes[: 4 * n])
+                    data = scratch[:n]
+                self.deliver(kind, key, step, peer, data)
         except BaseException as e:  # surfaced by the main loop
             log.exception("receiving from rank %d failed", peer)
             with self._lock:

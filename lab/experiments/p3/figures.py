@@ -69,7 +69,7 @@ def gain_vs_bandwidth(table: pd.DataFrame, caption: str = "") -> go.Figure:
             sources.append(p.source)
     fig.add_hline(y=0, line_color="#999")
     fig.update_layout(
-        title="P3's throughput gain over the baseline vs link bandwidth (lab, torch gloo)",
+        title="P3's throughput gain over the baseline vs link bandwidth (lab, torch + TCP)",
         xaxis={"title": "link bandwidth (Mbit/s)", "type": "log"},
         yaxis={"title": "throughput gain (%)"},
         showlegend=True,

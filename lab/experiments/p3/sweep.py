@@ -22,7 +22,7 @@ from lab.errors import NothingMeasured, ParameterError
 from lab.metrics.shares import past_warmup
 
 ARMS = SCHEDULES  # the lab's arms: the schedules lab.bench.p3 runs
-LABELS = {s: f"{s} (lab, torch gloo)" for s in ARMS}
+LABELS = {s: f"{s} (lab, torch + TCP)" for s in ARMS}
 LABELS |= {  # the engines themselves (lab.experiments.systems names them the same)
     "mxnet-baseline": "baseline (MXNet 1.9.1 KVStore)",
     "mxnet-slicing": "slicing (MXNet, MXNET_KVSTORE_BIGARRAY_BOUND=40000)",

@@ -110,12 +110,18 @@ def scheduling_cost(
                 results_root=results_root,
             )
             rows = _summaries(result.run_dir)
-            cpu = sum(float(r["cpu_seconds"]) for r in rows) / sum(int(r["steps"]) for r in rows)
+            n_steps = sum(int(r["steps"]) for r in rows)
+            cpu = sum(float(r["cpu_seconds"]) for r in rows) / n_steps
+            switches = {  # per step and rank: a thread woken for a message, on the rank's core
+                f"{kind}_switches_per_step": sum(int(r[f"{kind}_switches"]) for r in rows) / n_steps
+                for kind in ("voluntary", "involuntary")
+            }
             runs[schedule].append(
                 {
                     "run": str(result.run_dir),
                     "img_per_s": _throughput(rows, batch_size),
                     "cpu_s_per_step": cpu,
+                    **switches,
                     "load_1min": load,
                     "cpu_speed": speed,
                     **({"profile": point["profile"]} if profile else {}),
@@ -138,7 +144,7 @@ def scheduling_cost(
             "batch_size": batch_size,
             "np": 2,
             "link": "loopback, unshaped",
-            "implementation": "P3 (lab, torch.distributed gloo)",
+            "implementation": "P3 (lab, torch + TCP)",
         },
         "baseline_img_per_s": med["baseline"],
         "p3_img_per_s": med["p3"],
@@ -225,7 +231,7 @@ def link_rate(
             "model": model,
             "batch_size": batch_size,
             "steps": steps,
-            "implementation": "P3 (lab, torch.distributed gloo)",
+            "implementation": "P3 (lab, torch + TCP)",
         },
         "schedules": {},
     }

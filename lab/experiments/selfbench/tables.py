@@ -103,7 +103,7 @@ def p3_table(data: dict[str, Any]) -> str:
     c = cost["params"]
     met = "met" if cost["met_target"] else "NOT met"
     rows = [
-        f"P3 (lab, torch gloo), {c['model']} batch {c['batch_size']}, 2 ranks on loopback, "
+        f"P3 (lab, torch + TCP), {c['model']} batch {c['batch_size']}, 2 ranks on loopback, "
         f"median of {c['repeats']}",
         f"baseline {cost['baseline_img_per_s']:>9.1f} img/s   p3 {cost['p3_img_per_s']:>9.1f} img/s"
         f"   p3 slower by {cost['slowdown']:+.2%} (target <= {cost['target_slowdown']:.0%}: {met})",
