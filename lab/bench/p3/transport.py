@@ -112,8 +112,10 @@ def _read(sock: socket.socket, n: int) -> bytes:
 
 
 def _read_into(sock: socket.socket, view: memoryview) -> None:
-    """Fill ``view`` from the socket; ConnectionError if the peer closes first."""
-    got, n = 0, len(view)
+    """Fill ``view`` from the socket (one call, MSG_WAITALL, unless a signal cuts it short);
+    ConnectionError if the peer closes first."""
+    n = len(view)
+    got = sock.recv_into(view, n, socket.MSG_WAITALL)
     while got < n:
         k = sock.recv_into(view[got:], n - got)
         if k == 0:
@@ -203,20 +205,19 @@ class Wire:
         n = 0 if payload is None else payload.numel()
         with self._lock:
             self.sent_bytes[step] += 4 * (HEADER + n)
-        parts = [_HEADER.pack(kind, key, step, n)]
-        if n:
-            parts.append(_bytes(payload))
+        header = _HEADER.pack(kind, key, step, n)
         sock = self.socks[dst]
         with self._send_locks[dst]:
-            left = sum(len(x) for x in parts)
-            while left:
-                sent = sock.sendmsg(parts)
-                left -= sent
-                while parts and sent >= len(parts[0]):
-                    sent -= len(parts[0])
-                    parts.pop(0)
-                if sent:
-                    parts[0] = memoryview(parts[0])[sent:]
+            if not n:
+                sock.sendall(header)
+                return
+            body = _bytes(payload)
+            sent = sock.sendmsg((header, body))  # a blocking socket takes it all but for a signal
+            if sent < len(header):
+                sock.sendall(header[sent:])
+                sent = len(header)
+            if sent - len(header) < len(body):
+                sock.sendall(body[sent - len(header) :])
 
     def stop(self) -> None:
         """Tell every peer this host sends nothing more; wait for their receivers' end."""
