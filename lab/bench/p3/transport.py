@@ -72,31 +72,38 @@ def _local_address() -> str:
 
 
 def connect_peers(rank: int, peers: Sequence[int], sockbuf: int) -> dict[int, socket.socket]:
-    """One connected TCP socket to each of ``peers``: this rank listens, every rank's
-    address goes round the process group, a rank connects to each lower one and says who
-    it is. Collective: every rank of the job calls it."""
+    """One connected TCP socket to each of ``peers``: this rank listens on its own address,
+    every rank's address goes round the process group, a rank connects to each lower one
+    and says who it is; a connection from elsewhere, or a rank twice, is refused.
+    Collective: every rank of the job calls it."""
     import torch.distributed as dist
 
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         _set_buffers(listener, sockbuf)  # accepted sockets inherit them
-        listener.bind(("0.0.0.0", 0))
+        listener.bind((_local_address(), 0))  # the job's own address, a port of its own
         listener.listen(len(peers) + 1)
         listener.settimeout(CONNECT_S)
         addresses: list[Any] = [None] * dist.get_world_size()
-        dist.all_gather_object(addresses, (_local_address(), listener.getsockname()[1]))
+        dist.all_gather_object(addresses, listener.getsockname()[:2])
         socks: dict[int, socket.socket] = {}
         for peer in sorted(p for p in peers if p < rank):
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             _set_buffers(sock, sockbuf)
+            sock.bind((addresses[rank][0], 0))  # from the address the peer knows
             sock.settimeout(CONNECT_S)
             sock.connect(tuple(addresses[peer]))
             sock.sendall(struct.pack("=i", rank))
             socks[peer] = sock
         while len(socks) < len(peers):
-            sock, _ = listener.accept()
+            sock, (host, _) = listener.accept()
             sock.settimeout(CONNECT_S)
-            socks[struct.unpack("=i", _read(sock, 4))[0]] = sock
+            peer = struct.unpack("=i", _read(sock, 4))[0]
+            if peer not in peers or peer in socks or host != addresses[peer][0]:
+                log.warning("refused a connection from %s claiming rank %d", host, peer)
+                sock.close()
+                continue
+            socks[peer] = sock
     finally:
         listener.close()
     for sock in socks.values():
