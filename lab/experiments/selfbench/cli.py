@@ -89,8 +89,10 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--p3-repeats", type=int, default=5, help="runs per schedule (p3, loopback)")
     # 8 timed steps (~1 s) read -1.8 ... +10.8 % per repeat on a quiet machine: one stall of
-    # the other rank's core moved a repeat by several per cent; 24 steps average it out
-    p.add_argument("--p3-steps", type=int, default=24, help="timed steps per run (p3, loopback)")
+    # the other rank's core moved a repeat by several per cent. 24 steps (~1 s since the
+    # messages go over TCP) still read -10 ... +31 %: within a run, steps went from ~78 to
+    # ~100 ms for seconds at a time. 48 steps average more of such a burst
+    p.add_argument("--p3-steps", type=int, default=48, help="timed steps per run (p3, loopback)")
     p.add_argument("--p3-rate", default="200mbit", help="shaped link rate (p3, emulated)")
     p.add_argument(
         "--p3-profile",

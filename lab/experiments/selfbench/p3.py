@@ -67,7 +67,7 @@ def _throughput(rows: list[dict[str, Any]], batch_size: int) -> float:
 
 def scheduling_cost(
     repeats: int = 3,
-    steps: int = 24,
+    steps: int = 48,
     model: str = "vgg_like",
     batch_size: int = 32,
     timeout: float = 300.0,
