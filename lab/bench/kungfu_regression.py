@@ -34,7 +34,7 @@ from lab.bench.pair_averaging import (
     pad_step,
     squared_loss,
 )
-from lab.bench.shares_wait import wait_for_shares
+from lab.bench.shares_wait import wait_before_step
 
 BACKEND = {"pair": "kungfu-pair-avg", "sync": "kungfu-sync"}
 IMPLEMENTATION = {
@@ -76,8 +76,7 @@ def run(cfg: Config) -> int:
     rep = common.Reporter(cfg, rank, size, "CPU", root=rank == 0, extra=extra)
     rep.header(cfg.features, floats_exchanged=cfg.features)
     for i in range(cfg.warmup_steps + cfg.steps):
-        if i == max(cfg.warmup_steps, 1):
-            wait_for_shares(rank)  # an emulated host's share (lab.bench.shares_wait)
+        wait_before_step(i, cfg.warmup_steps, rank)  # an emulated host's share
         idx = rng.integers(0, len(data.y), cfg.batch_size)
         start = time.perf_counter()
         pad_step(start, cfg.step_time)  # the model's compute, before its averaging request

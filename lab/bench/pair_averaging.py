@@ -46,7 +46,7 @@ import numpy as np
 
 from lab.bench.config import flag
 from lab.bench.flags import TrainingConfig
-from lab.bench.shares_wait import wait_for_shares
+from lab.bench.shares_wait import wait_before_step
 from lab.errors import ParameterError, require_at_least
 
 MODES = ("pair", "sync")
@@ -362,8 +362,7 @@ def run(cfg: Config) -> int:
     peer_model = np.empty(trainer.size, np.float32)
     rng = np.random.default_rng([cfg.seed, 3, rank])
     for i in range(cfg.warmup_steps + cfg.steps):
-        if i == max(cfg.warmup_steps, 1):
-            wait_for_shares(rank)  # an emulated host's share (lab.bench.shares_wait)
+        wait_before_step(i, cfg.warmup_steps, rank)  # an emulated host's share
         start = time.perf_counter()
         loss, grads = trainer.gradient()
         if cfg.task == "regression":

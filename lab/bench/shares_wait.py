@@ -64,4 +64,11 @@ def wait_for_shares(rank: int | None = None, timeout: float = WAIT_S, **fields: 
     return waited
 
 
-__all__ = ["MARK_ENV", "WAIT_S", "shares_pending", "wait_for_shares"]
+def wait_before_step(step: int, warmup_steps: int, rank: int | None = None) -> None:
+    """``wait_for_shares`` where a loop that prints each step's record as it ends reaches its
+    first timed step, or step 1 when no step is warm-up: a step record is out by then."""
+    if step == max(warmup_steps, 1):
+        wait_for_shares(rank)
+
+
+__all__ = ["MARK_ENV", "WAIT_S", "shares_pending", "wait_before_step", "wait_for_shares"]

@@ -160,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from lab.bench.backends import EngineUnavailable
     from lab.bench.backends.common import Reporter, freeze_garbage
     from lab.bench.monitors import NoiseScaleEMA, noise_scale_terms
-    from lab.bench.shares_wait import wait_for_shares
+    from lab.bench.shares_wait import wait_before_step
 
     kind = cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     if kind == "cuda" and not torch.cuda.is_available():
@@ -221,8 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for i in range(cfg.warmup_steps + cfg.steps):
         if i == cfg.warmup_steps:
             freeze_garbage(rank)  # as run_steps: no full collection in a timed step
-        if i == max(cfg.warmup_steps, 1):
-            wait_for_shares(rank)  # an emulated host's share, as run_steps
+        wait_before_step(i, cfg.warmup_steps, rank)  # an emulated host's share, as run_loop
         sync()
         start = time.perf_counter()
         opt.zero_grad()  # None grads (torch>=2 default); Horovod's wrapper takes no argument

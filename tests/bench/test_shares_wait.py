@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.bench.shares_wait import MARK_ENV, shares_pending, wait_for_shares
+from lab.bench.shares_wait import MARK_ENV, shares_pending, wait_before_step, wait_for_shares
 from lab.metrics.records import parse_record
 
 
@@ -53,3 +53,18 @@ def test_a_rank_goes_on_when_no_mark_comes(
     [event] = _records(out.out)
     assert event["applied"] is False
     assert "did not apply within" in out.err
+
+
+def test_a_loop_waits_only_before_its_first_timed_step_or_step_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """A step record must be out before the wait (it is what the launcher waits for)."""
+    monkeypatch.setenv(MARK_ENV, str(tmp_path / "cluster.shares"))
+    (tmp_path / "cluster.shares").write_text("1\n")
+    waited = []
+    for warmup in (0, 1, 3):
+        for step in range(5):
+            wait_before_step(step, warmup, rank=0)
+            if _records(capsys.readouterr().out):
+                waited.append((warmup, step))
+    assert waited == [(0, 1), (1, 1), (3, 3)]

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lab.bench.shares_wait import wait_for_shares
+from lab.bench.shares_wait import wait_before_step
 from lab.metrics.records import emit
 
 if TYPE_CHECKING:
@@ -287,8 +287,7 @@ def run_loop(
     for i in range(cfg.warmup_steps + cfg.steps):
         if i == cfg.warmup_steps:
             freeze_garbage(reporter.rank)
-        if i == max(cfg.warmup_steps, 1):
-            wait_for_shares(reporter.rank)
+        wait_before_step(i, cfg.warmup_steps, reporter.rank)
         start = time.perf_counter()
         loss, outputs = step_fn(i)
         loss = float(loss)  # waits for the step to finish

@@ -46,11 +46,16 @@ _HEADER = struct.Struct("=4i")
 CONNECT_S = 60.0  # for every peer to connect (all start together, past a barrier)
 
 
-def _set_buffers(sock: socket.socket, nbytes: int) -> tuple[int, int]:
-    """``nbytes`` as the socket's kernel buffers (0: leave the kernel's); what it reports."""
+def _set_buffers(sock: socket.socket, nbytes: int) -> None:
+    """``nbytes`` as the socket's kernel buffers (0: leave the kernel's)."""
     if nbytes:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, nbytes)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, nbytes)
+
+
+def _buffer_sizes(sock: socket.socket) -> tuple[int, int]:
+    """The socket's (send, receive) buffer sizes as the kernel reports them (it doubles a
+    request for its bookkeeping)."""
     return (
         sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF),
         sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF),
@@ -191,7 +196,7 @@ class Wire:
             scratch = torch.empty(max(lent.values(), default=0))
             self.peers[peer] = (targets, lent, scratch)
         self.socks = connect_peers(rank, sorted(expect), sockbuf)
-        self.socket_buffers = [_set_buffers(s, 0) for s in self.socks.values()]
+        self.socket_buffers = [_buffer_sizes(s) for s in self.socks.values()]
         self._send_locks = {peer: threading.Lock() for peer in self.socks}
 
     def lent_keys(self, kind: int) -> frozenset[int]:

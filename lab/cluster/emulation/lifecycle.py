@@ -202,7 +202,6 @@ def _build(
     weights = [cgroups.weight_for(s.cpu, n) for s, n in zip(specs, slots, strict=True)]
     fair_setting = fair.check_fair((cluster.emulated or {}).get("fair"))
     starts = startup.check_startup((cluster.emulated or {}).get("startup"))
-    rec.shares_mark.unlink(missing_ok=True)  # the launcher creates it when the shares apply
     driver.create(parent, None, weight=sum(weights))
     bridge_ip = subnet.broadcast_address - 1
     netns.create_bridge(rec.bridge, f"{bridge_ip}/{prefix}")
