@@ -252,6 +252,50 @@ def paired_ratio(
     return mean_ci(ratios, confidence)
 
 
+@dataclass(frozen=True)
+class MedianInterval:
+    """A median and a distribution-free interval around it (order statistics).
+
+    Args:
+        median: the sample median.
+        low, high: the k-th smallest and k-th largest value: they bracket the population's
+            median with probability ``coverage`` whatever the distribution.
+        coverage: that probability, exact for ``n`` independent values.
+        n: number of values behind it.
+    """
+
+    median: float
+    low: float
+    high: float
+    coverage: float
+    n: int
+
+
+def median_interval(values: Iterable[float], confidence: float = 0.9) -> MedianInterval:
+    """The median of ``values`` and the narrowest order-statistic interval whose coverage
+    of the population median is at least ``confidence`` (sign test; the full range where
+    even that falls short, with its smaller coverage).
+
+    For measurements where a minority is hit by something outside the experiment (another
+    tenant's burst on a shared machine): the median ignores them, where a mean or a
+    t-interval would follow them.
+    """
+    xs = sorted(float(v) for v in values if not _isnan(v))
+    n = len(xs)
+    if not n:
+        return MedianInterval(math.nan, math.nan, math.nan, math.nan, 0)
+
+    def coverage(k: int) -> float:  # P(x_(k) <= median <= x_(n+1-k))
+        return 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2**n
+
+    k = 1
+    while k + 1 <= (n + 1) // 2 and coverage(k + 1) >= confidence:
+        k += 1
+    mid = n // 2
+    median = xs[mid] if n % 2 else (xs[mid - 1] + xs[mid]) / 2
+    return MedianInterval(median, xs[k - 1], xs[n - k], coverage(k), n)
+
+
 def step_times(records: pd.DataFrame) -> pd.DataFrame:
     """Every step a run timed, warm-up included: ``rank``, ``step``, ``samples``, ``seconds``
     and, where the run alternated a feature off and on (lab.bench.alternation), ``phase``.

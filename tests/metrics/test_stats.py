@@ -130,3 +130,23 @@ def test_estimate_format() -> None:
     assert Estimate(12.345, 0.4).format() == "12.3 ± 0.4"
     assert Estimate(0.031, 0.008).format(2, percent=True) == "3.1% ± 0.8%"
     assert Estimate(5.0).format() == "5"
+
+
+def test_median_interval_is_the_sign_test_interval() -> None:
+    # n = 9: [x(2), x(8)] covers the median with 1 - 2 * P(Bin(9, 1/2) <= 1) = 96.1 %, and
+    # [x(3), x(7)] with only 82.0 %: the narrowest one of at least 90 % is the former
+    got = stats.median_interval([9, 1, 8, 2, 7, 3, 6, 4, 5])
+    assert (got.median, got.low, got.high, got.n) == (5, 2, 8, 9)
+    assert got.coverage == pytest.approx(1 - 2 * sps.binom.cdf(1, 9, 0.5))
+    wide = stats.median_interval(range(1, 10), confidence=0.999)
+    assert (wide.low, wide.high) == (1, 9) and wide.coverage < 0.999  # the most there is
+    even = stats.median_interval([4.0, 1.0, 3.0, 2.0, math.nan])
+    assert even.median == 2.5 and even.n == 4
+    assert math.isnan(stats.median_interval([]).median)
+
+
+def test_median_interval_is_not_moved_by_a_minority_of_outliers() -> None:
+    calm = [0.004, -0.002, 0.010, 0.001, 0.006]
+    hit = stats.median_interval([*calm, 0.152, -0.080])  # two runs met another tenant
+    assert hit.median == pytest.approx(0.004)
+    assert statistics.mean([*calm, 0.152, -0.080]) > 0.01  # where a mean would follow them
