@@ -48,6 +48,10 @@ def test_streaming_json_loses_no_line(bench_dir: Path) -> None:
     assert len(doc["devnull"]["rank_s"]) == 2 and doc["devnull"]["rank_median_s"] > 0
     settings = {(r["launcher"], r["sink"]) for r in doc["runs"]}
     assert settings == {(la, s) for la in ("local", "mpi") for s in ("files", "files+widget")}
+    # an untimed short run of each setting first (its lines checked too), apart from the runs
+    warmup = doc["warmup_runs"]
+    assert {(r["launcher"], r["sink"]) for r in warmup} == settings and len(warmup) == 4
+    assert all(r["lost"] == 0 and r["ranks"]["0"]["found"] == 1000 for r in warmup)
     for run in doc["runs"]:
         assert run["lost"] == 0 and run["out_of_order"] == 0
         for rank in ("0", "1"):

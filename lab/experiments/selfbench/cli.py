@@ -75,7 +75,7 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--repeats", type=int, default=5, help="timed launches per side (launch)")
     p.add_argument("--lines", type=int, default=200_000, help="lines per rank (streaming)")
-    p.add_argument("--stream-repeats", type=int, default=3, help="runs per setting (streaming)")
+    p.add_argument("--stream-repeats", type=int, default=5, help="runs per setting (streaming)")
     p.add_argument("--launchers", default="local,mpi", help="comma-separated (default local,mpi)")
     p.add_argument("--est-steps", type=int, default=20, help="mini-batches per run (easyscale)")
     p.add_argument("--est-repeats", type=int, default=2, help="runs per variant (easyscale)")

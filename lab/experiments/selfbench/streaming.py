@@ -47,6 +47,7 @@ SINKS = ("files", "files+widget")
 TARGET_LINES_PER_S = 1_000_000  # through the lab, all ranks together
 TARGET_SLOWDOWN = 3.0  # a rank's printing time under the lab over its time into /dev/null
 MPIRUN_SHARE = 0.8  # under mpi: the share of mpirun's own rate the lab must pass on
+WARMUP_LINES = 1_000  # per rank, in the untimed first run of each launcher and sink
 _DONE = re.compile(r"^spew done rank=(\d+) lines=(\d+) seconds=([0-9.]+)$")
 
 
@@ -296,8 +297,9 @@ def streaming(
 ) -> dict[str, Any]:
     """Lines per second through the lab, lines lost, and the ranks' own slowdown.
 
-    Each repeat runs the /dev/null baseline, then every launcher and sink once, so a busy
-    machine weighs on all of them alike.
+    An untimed short run of every launcher and sink comes first (``warmup_runs``; its
+    lines are checked too). Each repeat runs the /dev/null baseline, then every launcher
+    and sink once, so a busy machine weighs on all of them alike.
 
     Returns:
         ``params``, ``devnull`` (the baseline's rank seconds), ``mpirun_devnull``
@@ -310,6 +312,14 @@ def streaming(
     mpirun_ranks: list[float] = []
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="distlab-bench-") as root:
+        # one short untimed run of each kind first: the first view of a process imports
+        # ipywidgets and ipykernel (0.2-0.35 s here, more than 200 k lines take), a cost
+        # a notebook has paid before its first launch and no stream's
+        warmup = [
+            stream_once(launcher, sink, WARMUP_LINES, np, timeout, root)
+            for launcher in launchers
+            for sink in sinks
+        ]
         for i in range(repeats):
             devnull += devnull_seconds(lines, np, timeout)
             if "mpi" in launchers:
@@ -389,6 +399,7 @@ def streaming(
             "mpi_share_of_mpirun": MPIRUN_SHARE,
         },
         "runs": runs,
+        "warmup_runs": warmup,
         "summary": summary,
-        "lines_lost": sum(r["lost"] for r in runs),
+        "lines_lost": sum(r["lost"] for r in [*warmup, *runs]),
     }
