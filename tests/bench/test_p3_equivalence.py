@@ -54,25 +54,11 @@ def reference(cfg: P3Config) -> list:
     return [p.detach() for p in params]
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(150)
-@pytest.mark.parametrize("schedule", ["baseline", "slicing", "p3"])
-def test_every_schedule_is_plain_sgd_on_summed_gradients(schedule: str, tmp_path: Path) -> None:
+def run_and_compare(cfg: P3Config, tmp_path: Path) -> list[dict]:
+    """Run ``cfg`` on two local ranks, check both ranks' final parameters against plain
+    SGD, and return every record the ranks printed."""
     from lab.cluster import launch
 
-    cfg = P3Config(
-        schedule=schedule,
-        model="tiny",
-        image_size=8,
-        batch_size=8,
-        steps=STEPS,
-        warmup_steps=0,
-        slice_elements=100,  # many slices on a tiny model, each one message with its header
-        big_bound=500,  # and the baseline's split of big tensors, payloads of more than
-        # slice_elements received into buffers of their own
-        lr=0.05,
-        dump=str(tmp_path / "params"),
-    ).check(WORLD)
     result = launch(
         cfg.command(),
         np=WORLD,
@@ -96,9 +82,69 @@ def test_every_schedule_is_plain_sgd_on_summed_gradients(schedule: str, tmp_path
 
     init = [p.detach() for p in models.build("tiny").parameters()]
     assert max(float((g - i).abs().max()) for g, i in zip(got, init, strict=True)) > 1e-3
-    steps = []
+    records = []
     for log in Path(result.run_dir).glob("rank-*.log"):
-        steps += [r for r in map(parse_record, log.read_text().splitlines()) if r]
+        records += [r for r in map(parse_record, log.read_text().splitlines()) if r]
+    return records
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(150)
+def test_alternating_schedules_in_one_run_is_still_plain_sgd(tmp_path: Path) -> None:
+    # baseline and p3 take turns every 2 steps over the same parameters (warm-up: every
+    # step); each hands over to the other once its values of the step before are all in
+    cfg = P3Config(
+        schedule="p3",
+        alternate=2,
+        model="tiny",
+        image_size=8,
+        batch_size=8,
+        steps=6,
+        warmup_steps=2,
+        slice_elements=100,
+        big_bound=500,
+        lr=0.05,
+        trace_steps=3,
+        dump=str(tmp_path / "params"),
+    ).check(WORLD)
+    records = run_and_compare(cfg, tmp_path)
+    for rank in range(WORLD):
+        mine = [r for r in records if r.get("rank") == rank]
+        tags = [r["schedule"] for r in sorted(mine, key=lambda r: r.get("step", -1))
+                if r["kind"] == "step"]  # fmt: skip
+        assert tags == ["baseline", "p3"] + ["baseline"] * 2 + ["p3"] * 2 + ["baseline"] * 2
+        (summary,) = [r for r in mine if r["kind"] == "summary"]
+        # per schedule: its timed steps but each block's last one and the run's last one
+        phases = summary["phases"]
+        assert {s: p["steps"] for s, p in phases.items()} == {"baseline": 2, "p3": 1}
+        for ph in phases.values():
+            assert ph["img_per_sec"] == pytest.approx(8 * ph["steps"] / ph["seconds"], rel=1e-3)
+            assert ph["cpu_seconds"] > 0
+        # a traced step's slices are keys of the schedule it ran under
+        slices = [r for r in mine if r.get("name") == "slice"]
+        by_step = {r["step"]: r["schedule"] for r in mine if r.get("name") == "iteration"}
+        assert set(by_step.values()) == {"baseline", "p3"}
+        assert all(r["schedule"] == by_step[r["step"]] for r in slices)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("schedule", ["baseline", "slicing", "p3"])
+def test_every_schedule_is_plain_sgd_on_summed_gradients(schedule: str, tmp_path: Path) -> None:
+    cfg = P3Config(
+        schedule=schedule,
+        model="tiny",
+        image_size=8,
+        batch_size=8,
+        steps=STEPS,
+        warmup_steps=0,
+        slice_elements=100,  # many slices on a tiny model, each one message with its header
+        big_bound=500,  # and the baseline's split of big tensors, payloads of more than
+        # slice_elements received into buffers of their own
+        lr=0.05,
+        dump=str(tmp_path / "params"),
+    ).check(WORLD)
+    steps = run_and_compare(cfg, tmp_path)
     assert len([r for r in steps if r["kind"] == "step"]) == WORLD * STEPS
     # each step's record ends where the next forward pass starts, the last one's where its
     # backward ends: the wait for its own values is the drain, counted once, in the summary

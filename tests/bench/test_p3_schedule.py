@@ -89,6 +89,8 @@ def test_queue_get_blocks_until_put_or_close() -> None:
         ({"servers": 3}, 2, "servers"),
         ({"model": "alexnet"}, 2, "model"),
         ({"batch_size": 0}, 2, "batch_size"),
+        ({"alternate": -1}, 2, "alternate"),
+        ({"alternate": 4, "schedule": "baseline"}, 2, "alternate"),  # nothing to alternate with
     ],
 )
 def test_bad_settings_name_their_parameter(changes: dict, hosts: int, name: str) -> None:

@@ -15,47 +15,56 @@ from lab.experiments.selfbench.cli import BENCHMARKS
 
 
 @pytest.mark.slow
-def test_scheduling_cost_measures_both_schedules_and_counts_every_payload_byte(
-    tmp_path: Path,
-) -> None:
+def test_scheduling_cost_pairs_both_schedules_within_each_run(tmp_path: Path) -> None:
     from lab.metrics.store import load_run
 
     data = p3.scheduling_cost(
         repeats=1,
-        steps=2,
+        steps=8,
+        block=2,
         model="tiny",
         batch_size=4,
         results_root=tmp_path,
         image_size=8,
         profile=True,
     )
-    assert data["baseline_img_per_s"] > 0 and data["p3_img_per_s"] > 0
-    want = data["baseline_img_per_s"] / data["p3_img_per_s"] - 1
-    assert data["slowdown"] == pytest.approx(want)  # one repeat: its pair is the median
+    assert data["params"]["alternate"] == 2
+    (base,), (mine,) = data["runs"]["baseline"], data["runs"]["p3"]
+    assert base["run"] == mine["run"]  # one job ran both, taking turns
+    # 8 timed steps in blocks of 2: each schedule's 2 blocks, less each block's last step
+    assert base["steps"] == mine["steps"] == 2 * 2  # per rank, summed over 2 ranks
+    assert base["img_per_s"] > 0 and mine["img_per_s"] > 0
+    want = base["img_per_s"] / mine["img_per_s"] - 1
+    assert data["slowdown"] == pytest.approx(want)  # one run: its pair is the median
     assert data["slowdown_per_repeat"] == [pytest.approx(want)]
     assert data["met_target"] == (data["slowdown"] <= 0.03)
     assert data["baseline_cpu_s_per_step"] > 0 and data["p3_cpu_s_per_step"] > 0
+    df = load_run(mine["run"])
+    summaries = df[df["kind"] == "summary"]
+    phases = [json.loads(text) for text in summaries["phases"]]  # one per rank
     for schedule in ("baseline", "p3"):
-        df = load_run(data["runs"][schedule][0]["run"])
-        params = int(df[df["kind"] == "header"]["params"].iloc[0])
-        sent = df[df["kind"] == "summary"]["wire_bytes_sent"].astype(int)
-        # each host sends its pushes to the other server and its server's values to the
-        # other worker: every parameter once, 4 bytes each, per timed step; + 16-byte headers
-        payload = 2 * params * 4
-        assert all(payload <= b < payload * 1.1 for b in sent), (schedule, list(sent), payload)
+        assert [ph[schedule]["steps"] for ph in phases] == [2, 2]
+        cpu = sum(ph[schedule]["cpu_seconds"] for ph in phases) / 4
+        assert data["runs"][schedule][0]["cpu_s_per_step"] == pytest.approx(cpu)
+    # both schedules' messages crossed the wire, in every timed step: a host sends its
+    # pushes of the other server's half of the keys and its own half's values, every
+    # parameter once, 4 bytes each; + 16-byte headers
+    params = int(df[df["kind"] == "header"]["params"].iloc[0])
+    payload = 8 * params * 4
+    sent = summaries["wire_bytes_sent"].astype(int)
+    assert all(payload <= b < payload * 1.2 for b in sent), (list(sent), payload)
     # every rank wrote a profile of its threads under results/bench/, and the sender and
     # receiver threads' functions are in it (not only the main thread's training loop)
-    for schedule in ("baseline", "p3"):
-        prof = data["profile_top"][schedule]
-        assert len(prof["files"]) == 2
-        assert all(Path(f).is_relative_to(tmp_path / "bench" / "p3-profile") for f in prof["files"])
-        assert prof["cpu_s_per_step"] > 0
-        names = " ".join(f["function"] for f in prof["top"])
-        assert "backward" in names or "conv" in names, names
-        import pstats
+    (prof,) = data["profile_top"].values()
+    assert len(prof["files"]) == 2
+    assert all(Path(f).is_relative_to(tmp_path / "bench" / "p3-profile") for f in prof["files"])
+    assert prof["cpu_s_per_step"] > 0
+    names = " ".join(f["function"] for f in prof["top"])
+    assert "backward" in names or "conv" in names, names
+    import pstats
 
-        funcs = {fn for _, _, fn in pstats.Stats(*prof["files"]).stats}  # type: ignore[attr-defined]
-        assert {"_receive", "send"} <= funcs
+    funcs = {fn for _, _, fn in pstats.Stats(*prof["files"]).stats}  # type: ignore[attr-defined]
+    assert {"_receive", "send"} <= funcs
     assert data["load_1min"][0] >= 0 and data["cpu_speed"][0] > 0
 
 
@@ -92,7 +101,12 @@ def _fake(name: str, seen: list[dict[str, Any]]) -> Any:
         seen.append({name: kwargs})
         if name == "cost":
             return {
-                "params": {"model": "vgg_like", "batch_size": 32, "repeats": kwargs["repeats"]},
+                "params": {
+                    "model": "vgg_like",
+                    "batch_size": 32,
+                    "repeats": kwargs["repeats"],
+                    "alternate": 8,
+                },
                 "baseline_img_per_s": 100.0,
                 "p3_img_per_s": 98.0,
                 "slowdown": 100 / 98 - 1,
@@ -124,7 +138,8 @@ def test_p3_bench_writes_its_json_and_table(
     assert doc["benchmark"] == "p3" and doc["scheduling_cost"]["met_target"] is True
     assert doc["link_rate"]["schedules"]["p3"]["share_of_link"] == [0.8, 0.4]
     out = capsys.readouterr().out
-    assert "p3 slower by +2.04%, median of the paired repeats (98% interval -1.0% to +3.5%" in out
+    assert "2 runs, each alternating baseline and p3 every 8 steps" in out
+    assert "p3 slower by +2.04%, median of the runs' pairs (98% interval -1.0% to +3.5%" in out
     assert "target <= 3%: met); ratio of medians +2.50%" in out and "20.00 MB/s (80%)" in out
 
 

@@ -43,6 +43,12 @@ class P3Config(WorkloadConfig):
     lr: float = flag(0.01, "SGD learning rate, applied to the sum of the workers' gradients")
     sockbuf: int = flag(DEFAULT_SOCKBUF, "SO_SNDBUF/SO_RCVBUF of every socket (0: the kernel's)")
     trace_steps: int = flag(2, "how many of the last steps emit per-slice and per-layer records")
+    alternate: int = flag(
+        0,
+        "K > 0: alternate baseline and the schedule every K timed steps in this one run, "
+        "each step tagged with its schedule (the cost of a schedule against baseline, "
+        "paired within a run); 0: the schedule throughout",
+    )
     seed: int = flag(1, "initialisation and data seed")
     dump: str | None = flag(None, "a directory where every rank saves its final parameters")
     profile: str | None = flag(
@@ -60,10 +66,12 @@ class P3Config(WorkloadConfig):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ParameterError(name, value, f"an integer >= {low}")
-        for name in ("warmup_steps", "trace_steps", "sockbuf"):
+        for name in ("warmup_steps", "trace_steps", "sockbuf", "alternate"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ParameterError(name, value, "an integer >= 0")
+        if self.alternate and self.schedule == "baseline":
+            raise ParameterError("alternate", self.alternate, "0 with schedule baseline")
         require_positive(("lr", self.lr))
         return self
 

@@ -280,6 +280,14 @@ class Worker:
                 self.cond.wait(timeout=1.0)
                 check()
 
+    def hold(self, step: int) -> None:
+        """Say every layer holds the values ``step`` needs: another schedule's worker
+        brought them into the same parameters (a run that alternates schedules)."""
+        with self.cond:
+            for layer in self.layer_version:
+                self.layer_version[layer] = step
+            self.cond.notify_all()
+
     def wait_all(self, step: int, check: Callable[[], None]) -> None:
         for layer in self.by_layer:
             self.wait_layer(layer, step, check)

@@ -14,13 +14,15 @@ seconds from the step's start) and ``layer`` (backward end, forward wait start a
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import resource
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from lab.bench import alternation
 from lab.bench.p3 import models
 from lab.bench.p3.config import P3Config
 from lab.bench.p3.ps import Server, Trace, Worker
@@ -58,47 +60,60 @@ def expected(keys: Sequence[Any], src: int, dst: int, merged: bool) -> list[tupl
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    cfg, rank, world = parse(argv)
-    import torch
+@dataclasses.dataclass
+class Side:
+    """One schedule's parameter server on this host: its keys, this host's worker and
+    server shard, and the sockets they talk over (none in a one-host run)."""
+
+    schedule: str
+    keys: list[Any]
+    worker: Worker
+    server: Server | None
+    wire: Wire | None
+
+    def check(self) -> None:
+        """Raise the first error of one of the side's threads."""
+        senders = [self.worker.sender, *([self.server.sender] if self.server else [])]
+        errors = [s.error for s in senders if s.error is not None]
+        errors += self.wire.errors if self.wire is not None else []
+        if errors:
+            raise RuntimeError(f"parameter server thread failed: {errors[0]!r}") from errors[0]
+
+    def close(self) -> None:
+        if self.wire is not None:
+            self.wire.stop()
+            self.check()
+        self.worker.close()
+        if self.server is not None:
+            self.server.close()
+
+
+def build_side(
+    schedule: str, cfg: P3Config, rank: int, world: int, tensors: Any, flats: Any, trace: Trace
+) -> Side:
+    """The parameter server of ``schedule`` over the model's parameters (``flats``, views
+    of ``param.data``): both roles, connected to the other hosts. Collective in a job of
+    more than one host: every rank builds its sides in the same order."""
     import torch.distributed as dist
 
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    if world > 1:
-        dist.init_process_group("gloo", rank=rank, world_size=world)
-    torch.manual_seed(cfg.seed)
-    model = models.build(cfg.model)
-    params = [p for p in model.parameters() if p.requires_grad]
-    tensors = models.tensors(model)
     servers = cfg.servers or world
-    merged, by_priority = cfg.schedule == "p3", cfg.schedule == "p3"
-    keys = plan_keys(tensors, cfg.schedule, servers, cfg.slice_elements, cfg.big_bound)
-    flats = [p.data.view(-1) for p in params]
-    total = cfg.warmup_steps + cfg.steps
-    trace = Trace(range(max(total - cfg.trace_steps, 0), total))
-
+    merged = by_priority = schedule == "p3"
+    keys = plan_keys(tensors, schedule, servers, cfg.slice_elements, cfg.big_bound)
     wire: Wire | None = None
-    server: Server | None = None
 
     def send(dst: int, kind: int, key: int, step: int, payload: Any) -> None:
         # only remote messages come here: a host's own are handed over (Worker.local_server)
         assert wire is not None
         wire.send(dst, kind, key, step, payload)
 
-    profiles = None
-    if cfg.profile:  # from here on: the parameter server's threads and the training loop
-        from lab.bench.profiling import ThreadProfiles
-
-        profiles = ThreadProfiles()
-        profiles.start()
     worker = Worker(rank, keys, flats, merged, by_priority, send, trace)
+    server: Server | None = None
     if rank < servers:
         # the shard's values of its keys are the local worker's parameter slices: the same
         # numbers on every host after every update, so a local value needs no copy
         values = {k.id: worker.views[k.id] for k in keys if k.server == rank}
         server = Server(rank, keys, values, world, cfg.lr, merged, by_priority, send, trace)
         server.local_worker, worker.local_server = worker.receive, server.receive
-    sockets: list[tuple[int, int]] = []
     if world > 1:
         dist.barrier()
 
@@ -112,18 +127,57 @@ def main(argv: Sequence[str] | None = None) -> int:
         into = {(VALUE, k.id): worker.views[k.id] for k in keys if k.server != rank}
         # a server sums a remote push where it arrives, or keeps a copy (Server.borrowed)
         lend = frozenset({PUSH}) if server is not None else frozenset()
+        total = cfg.warmup_steps + cfg.steps
         wire = Wire(rank, expect, total, deliver, into, cfg.slice_elements, lend, cfg.sockbuf)
-        sockets = wire.socket_buffers
         if server is not None:
             server.borrowed = wire.lent_keys(PUSH)
         wire.start()
         dist.barrier()
+    return Side(schedule, keys, worker, server, wire)
+
+
+def schedules_of(cfg: P3Config) -> list[str]:
+    """The schedules a run uses: its own, and ``baseline`` first when it alternates."""
+    return ["baseline", cfg.schedule] if cfg.alternate else [cfg.schedule]
+
+
+def schedule_at(cfg: P3Config, step: int) -> str:
+    """The schedule step ``step`` runs under (lab.bench.alternation: warm-up steps switch
+    every step, timed steps every ``alternate``, starting with ``baseline``)."""
+    if not cfg.alternate:
+        return cfg.schedule
+    on = alternation.phase(step, cfg.warmup_steps, cfg.alternate) == alternation.ON
+    return cfg.schedule if on else "baseline"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    cfg, rank, world = parse(argv)
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    if world > 1:
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(cfg.seed)
+    model = models.build(cfg.model)
+    params = [p for p in model.parameters() if p.requires_grad]
+    tensors = models.tensors(model)
+    flats = [p.data.view(-1) for p in params]
+    total = cfg.warmup_steps + cfg.steps
+    trace = Trace(range(max(total - cfg.trace_steps, 0), total))
+
+    profiles = None
+    if cfg.profile:  # from here on: the parameter server's threads and the training loop
+        from lab.bench.profiling import ThreadProfiles
+
+        profiles = ThreadProfiles()
+        profiles.start()
+    sides = {s: build_side(s, cfg, rank, world, tensors, flats, trace) for s in schedules_of(cfg)}
+    side = sides[schedule_at(cfg, 0)]
 
     def check() -> None:
-        for part in (worker.sender, server.sender if server else None, wire):
-            err = getattr(part, "error", None) or (getattr(part, "errors", None) or [None])[0]
-            if err is not None:
-                raise RuntimeError(f"parameter server thread failed: {err!r}") from err
+        for each in sides.values():
+            each.check()
 
     state = {"step": 0}
     layer_of = {id(m): i for i, m in enumerate(models.layers(model))}
@@ -131,14 +185,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     def before_layer(module: Any, _inputs: Any) -> None:
         step, layer = state["step"], layer_of[id(module)]
         trace.layer(step, layer, "wait_start")
-        worker.wait_layer(layer, step, check)
+        side.worker.wait_layer(layer, step, check)
         trace.layer(step, layer, "wait_end")
 
     def grad_hook(index: int) -> Any:
         def hook(p: Any) -> None:
             step = state["step"]
             trace.layer(step, tensors[index].layer, "backward_end")
-            worker.gradient_ready(index, p.grad, step)
+            side.worker.gradient_ready(index, p.grad, step)
 
         return hook
 
@@ -152,12 +206,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     images = torch.rand(cfg.batch_size, 3, size, size, generator=gen)
     labels = torch.randint(0, 10, (cfg.batch_size,), generator=gen)
     n_params = sum(p.numel() for p in params)
+    sockets = [b for each in sides.values() if each.wire for b in each.wire.socket_buffers]
     emit(
         "header", rank=rank, world_size=world, model=cfg.model, params=n_params,
         backend=f"p3-{cfg.schedule}", engine="torch + TCP", torch=torch.__version__,
-        schedule=cfg.schedule, servers=servers, keys=len(keys), slice_elements=cfg.slice_elements,
-        batch_size=cfg.batch_size, image_size=size, warmup_steps=cfg.warmup_steps,
-        steps=cfg.steps, lr=cfg.lr, sockbuf=cfg.sockbuf, socket_buffers=sockets,
+        schedule=cfg.schedule, servers=cfg.servers or world, keys=len(side.keys),
+        slice_elements=cfg.slice_elements, batch_size=cfg.batch_size, image_size=size,
+        warmup_steps=cfg.warmup_steps, steps=cfg.steps, lr=cfg.lr, sockbuf=cfg.sockbuf,
+        socket_buffers=sockets, alternate=cfg.alternate,
         host=os.environ.get("DISTLAB_HOST", "localhost"), pid=os.getpid(),
     )  # fmt: skip
     starts: list[float] = []
@@ -171,6 +227,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             # out (each step's record is printed during the next); the wait falls in the
             # last warm-up step's interval
             wait_for_shares(rank)
+        nxt = sides[schedule_at(cfg, step)]
+        if nxt is not side:
+            # a switch of schedule: the last one's values of the step before all in, the
+            # next one's layers hold them (the parameters are the same tensors)
+            side.worker.wait_all(step, check)
+            nxt.worker.hold(step)
+            side = nxt
         starts.append(time.time())
         cpu_starts.append(time.process_time())
         switches.append(_context_switches())
@@ -189,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # read ~2x the others (3.1 s against 1.6-1.7 s at 100 Mbit/s) and made a 3-step mean's
     # interval ±66% around a gain of +56%; without it, ±15%.
     computed = time.time()
-    worker.wait_all(total, check)
+    side.worker.wait_all(total, check)
     end, cpu_end, switches_end = time.time(), time.process_time(), _context_switches()
     trace.mark(total - 1, "end")
     _step_record(rank, cfg, total - 1, computed - starts[-1], losses[-1])
@@ -198,11 +261,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     timed = rates[cfg.warmup_steps :]
     timed_s = end - starts[cfg.warmup_steps]
     wire_bytes = 0
-    if wire is not None:
+    if world > 1:
         # once every worker has all its values, every server has counted what it sent (a
         # server can still be answering the other worker when this one is done)
         dist.barrier()
-        wire_bytes = sum(n for st, n in wire.sent_bytes.items() if st >= cfg.warmup_steps)
+        wire_bytes = sum(
+            n
+            for each in sides.values()
+            if each.wire is not None
+            for st, n in each.wire.sent_bytes.items()
+            if st >= cfg.warmup_steps
+        )
+    phases = (
+        _phases(cfg, starts, cpu_starts, switches) if cfg.alternate else {}
+    )  # per schedule, when the run alternates
     emit("summary", rank=rank, world_size=world, img_per_sec=round(sum(timed) / len(timed), 3),
          steps=len(timed), unit="img/sec per rank", schedule=cfg.schedule,
          timed_seconds=round(timed_s, 6), drain_seconds=round(end - computed, 6),
@@ -210,22 +282,48 @@ def main(argv: Sequence[str] | None = None) -> int:
          cpu_seconds=round(cpu_end - cpu_starts[cfg.warmup_steps], 6),
          voluntary_switches=switches_end[0] - switches[cfg.warmup_steps][0],
          involuntary_switches=switches_end[1] - switches[cfg.warmup_steps][1],
-         wire_bytes_per_s=round(wire_bytes / timed_s, 1))  # fmt: skip
-    _emit_trace(rank, cfg, trace, keys, tensors)
+         wire_bytes_per_s=round(wire_bytes / timed_s, 1),
+         **({"phases": phases} if phases else {}))  # fmt: skip
+    _emit_trace(rank, cfg, trace, {s: each.keys for s, each in sides.items()}, tensors)
     if cfg.dump:
         Path(cfg.dump).mkdir(parents=True, exist_ok=True)
         torch.save([p.detach().clone() for p in params], Path(cfg.dump) / f"rank{rank}.pt")
-    if wire is not None:
-        wire.stop()
-        check()
-    worker.close()
-    if server is not None:
-        server.close()
+    for each in sides.values():
+        each.close()
     if world > 1:
         dist.destroy_process_group()
     if profiles is not None:
         profiles.dump(Path(cfg.profile) / f"rank{rank}.prof")
     return 0
+
+
+def _phases(
+    cfg: P3Config,
+    starts: Sequence[float],
+    cpu_starts: Sequence[float],
+    switches: Sequence[tuple[int, int]],
+) -> dict[str, dict[str, Any]]:
+    """Per schedule of an alternating run, over its timed steps but the last of each block
+    (whose interval holds the wait for all its values before the other schedule starts,
+    where a steady step overlaps it with the next forward pass) and the run's last step:
+    steps, seconds, images per second, CPU seconds and context switches of the process."""
+    out: dict[str, dict[str, Any]] = {}
+    for step in range(cfg.warmup_steps, len(starts) - 1):
+        schedule = schedule_at(cfg, step)
+        if schedule_at(cfg, step + 1) != schedule:
+            continue
+        ph = out.setdefault(schedule, dict.fromkeys(
+            ("steps", "seconds", "cpu_seconds", "voluntary_switches", "involuntary_switches"), 0
+        ))  # fmt: skip
+        ph["steps"] += 1
+        ph["seconds"] += starts[step + 1] - starts[step]
+        ph["cpu_seconds"] += cpu_starts[step + 1] - cpu_starts[step]
+        ph["voluntary_switches"] += switches[step + 1][0] - switches[step][0]
+        ph["involuntary_switches"] += switches[step + 1][1] - switches[step][1]
+    for ph in out.values():
+        ph["img_per_sec"] = round(cfg.batch_size * ph["steps"] / ph["seconds"], 3)
+        ph["seconds"], ph["cpu_seconds"] = round(ph["seconds"], 6), round(ph["cpu_seconds"], 6)
+    return out
 
 
 def _context_switches() -> tuple[int, int]:
@@ -237,26 +335,32 @@ def _context_switches() -> tuple[int, int]:
 
 def _step_record(rank: int, cfg: P3Config, step: int, seconds: float, loss: float) -> None:
     emit("step", rank=rank, step=step, samples=cfg.batch_size, seconds=round(seconds, 6),
-         warmup=step < cfg.warmup_steps, loss=round(loss, 6), schedule=cfg.schedule)  # fmt: skip
+         warmup=step < cfg.warmup_steps, loss=round(loss, 6),
+         schedule=schedule_at(cfg, step))  # fmt: skip
 
 
-def _emit_trace(rank: int, cfg: P3Config, trace: Trace, keys: Sequence[Any], tensors: Any) -> None:
+def _emit_trace(
+    rank: int, cfg: P3Config, trace: Trace, keys: Mapping[str, Sequence[Any]], tensors: Any
+) -> None:
+    """The traced steps' records; ``keys``: each schedule's plan (a step's slices are keys
+    of the schedule it ran under)."""
     for step in sorted(trace.marks):
+        schedule = schedule_at(cfg, step)
         t0 = trace.marks[step]["start"]
         marks = {k: round(v - t0, 6) for k, v in trace.marks[step].items()}
-        emit("event", name="iteration", rank=rank, step=step, t0=t0, schedule=cfg.schedule, **marks)
+        emit("event", name="iteration", rank=rank, step=step, t0=t0, schedule=schedule, **marks)
         for (s, layer), times in sorted(trace.layers.items()):
             if s == step:
                 rel = {k: round(v - t0, 6) for k, v in times.items()}
                 emit("event", name="layer", rank=rank, step=step, layer=layer,
-                     schedule=cfg.schedule, **rel)  # fmt: skip
+                     schedule=schedule, **rel)  # fmt: skip
         for (s, key), times in sorted(trace.slices.items()):
             if s == step:
-                k = keys[key]
+                k = keys[schedule][key]
                 rel = {w: round(v - t0, 6) for w, v in times.items()}
                 emit("event", name="slice", rank=rank, step=step, key=key, layer=k.layer,
                      tensor=tensors[k.tensor].name, server=k.server, elements=k.numel,
-                     schedule=cfg.schedule, **rel)  # fmt: skip
+                     schedule=schedule, **rel)  # fmt: skip
 
 
 if __name__ == "__main__":

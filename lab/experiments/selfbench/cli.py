@@ -93,7 +93,12 @@ def add_parser(subparsers: Any) -> None:
     # the other rank's core moved a repeat by several per cent. 24 steps (~1 s since the
     # messages go over TCP) still read -10 ... +31 %: within a run, steps went from ~78 to
     # ~100 ms for seconds at a time. 48 steps average more of such a burst
-    p.add_argument("--p3-steps", type=int, default=48, help="timed steps per run (p3, loopback)")
+    p.add_argument(
+        "--p3-steps",
+        type=int,
+        default=64,
+        help="timed steps per run, both schedules (p3, loopback)",
+    )
     p.add_argument("--p3-rate", default="200mbit", help="shaped link rate (p3, emulated)")
     p.add_argument(
         "--p3-profile",

@@ -7,18 +7,21 @@
   (lab.experiments.points.pinning): unpinned, in 3 of 5 repeats both p3 ranks' backward
   passes took 28% more CPU time than in the others (the kernels, not the parameter
   server's Python, whose threads then shared the other rank's core), read as p3 15% slower.
-  Schedules alternate run by run (baseline, p3, p3, baseline, ...), and the two runs of a
-  repeat follow each other, so a machine that gets busier or slower shifts both alike. The
-  target's figure is the **median of the repeats' paired slowdowns** (baseline/p3 - 1 of
-  each repeat), with a sign-test interval: on this shared machine one run in five or so
-  meets another tenant's burst (one bench's five pairs read -0.8, -8.0, -0.0, +15.2 and
-  +0.7% while a core's speed moved between 16 and 26 M loops/s), and a median of pairs
-  ignores such a minority where a ratio of the schedules' medians over runs of different
-  moments follows it (kept too, as ``slowdown_of_medians``). Beside the wall clock, the CPU
-  seconds per step and rank (all its threads): what the scheduling itself costs. With ``profile``,
+  Both schedules run in **one job, taking turns** every ``block`` timed steps (P3Config
+  ``alternate``; lab.bench.alternation, as KungFu's Fig 8 measures its monitors): runs
+  minutes apart on this shared machine differed by 10-20% whatever they ran (a core's
+  speed moved between 10 and 26 M loops/s within one bench; one bench's seven pairs of
+  separate runs read -22 to +38%), while steps a second apart share the machine's state,
+  the ranks' placement and start-up. Each schedule's figures come from its own steps but
+  each block's last (which waits for all its values before the other schedule starts).
+  One run gives one paired slowdown (baseline/p3 - 1); the target's figure is the
+  **median over the repeats**, with a sign-test interval, so that a minority of runs met
+  by another tenant's burst does not decide it (the ratio of the schedules' medians is
+  kept too, as ``slowdown_of_medians``). Beside the wall clock, the CPU seconds per step
+  and rank (all its threads): what the scheduling itself costs. With ``profile``,
   every rank also writes a CPU profile of all its threads (cProfile, thread CPU time) under
-  ``<results>/bench/p3-profile/<time>/<schedule>-<repeat>/rank<N>.prof``, and the functions
-  that took most CPU, per schedule over all its runs, are kept in the result.
+  ``<results>/bench/p3-profile/<time>/run-<repeat>/rank<N>.prof``, and the functions
+  that took most CPU over all runs (both schedules) are kept in the result.
 - ``link_rate``: the payload bytes per second each host's parameter-server traffic
   achieves on an emulated 2-host cluster whose links are shaped to a known rate (tc; needs
   root), against that rate. Payload only (headers of 16 bytes per message included, TCP/IP
@@ -28,6 +31,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import time
@@ -62,7 +66,11 @@ def _summaries(run_dir: str | Path) -> list[dict[str, Any]]:
     summ = df[df["kind"] == "summary"]
     if summ.empty:
         raise NothingMeasured(f"no summary records in {run_dir}")
-    return summ.to_dict("records")
+    rows = summ.to_dict("records")
+    for row in rows:  # a nested value is stored as JSON text (lab.metrics.run_table)
+        if isinstance(row.get("phases"), str):
+            row["phases"] = json.loads(row["phases"])
+    return rows
 
 
 def _throughput(rows: list[dict[str, Any]], batch_size: int) -> float:
@@ -72,7 +80,8 @@ def _throughput(rows: list[dict[str, Any]], batch_size: int) -> float:
 
 def scheduling_cost(
     repeats: int = 7,
-    steps: int = 48,
+    steps: int = 64,
+    block: int = 8,
     model: str = "vgg_like",
     batch_size: int = 32,
     timeout: float = 300.0,
@@ -95,39 +104,31 @@ def scheduling_cost(
     stamp = time.strftime("%Y%m%d-%H%M%S")  # as write_result names kept results
     profiles = root_of(results_root) / "bench" / "p3-profile" / f"{stamp}-{os.getpid()}"
     for i in range(repeats):
-        for schedule in ("baseline", "p3") if i % 2 == 0 else ("p3", "baseline"):
-            point = _point(schedule, model, batch_size, steps, image_size)
-            if profile:
-                point["profile"] = str(profiles / f"{schedule}-{i}")
-            speed, load = cpu_speed(repeats=3), os.getloadavg()[0]
-            cfg = P3Config.from_values(point).check(2)
-            argv, point["pin_cpus"] = pinning(point, "local", cfg.command())
-            result = launch(
-                argv,
-                np=2,
-                launcher="local",
-                cluster="local",
-                experiment=EXPERIMENT,
-                env=RANK_ENV,
-                options={"master_port": free_port()},
-                params={**point, "bench": "scheduling_cost"},
-                view=None,
-                timeout=timeout,
-                results_root=results_root,
-            )
-            rows = _summaries(result.run_dir)
-            n_steps = sum(int(r["steps"]) for r in rows)
-            cpu = sum(float(r["cpu_seconds"]) for r in rows) / n_steps
-            switches = {  # per step and rank: a thread woken for a message, on the rank's core
-                f"{kind}_switches_per_step": sum(int(r[f"{kind}_switches"]) for r in rows) / n_steps
-                for kind in ("voluntary", "involuntary")
-            }
+        point = {**_point("p3", model, batch_size, steps, image_size), "alternate": block}
+        if profile:
+            point["profile"] = str(profiles / f"run-{i}")
+        speed, load = cpu_speed(repeats=3), os.getloadavg()[0]
+        cfg = P3Config.from_values(point).check(2)
+        argv, point["pin_cpus"] = pinning(point, "local", cfg.command())
+        result = launch(
+            argv,
+            np=2,
+            launcher="local",
+            cluster="local",
+            experiment=EXPERIMENT,
+            env=RANK_ENV,
+            options={"master_port": free_port()},
+            params={**point, "bench": "scheduling_cost"},
+            view=None,
+            timeout=timeout,
+            results_root=results_root,
+        )
+        rows = _summaries(result.run_dir)
+        for schedule in ("baseline", "p3"):
             runs[schedule].append(
                 {
                     "run": str(result.run_dir),
-                    "img_per_s": _throughput(rows, batch_size),
-                    "cpu_s_per_step": cpu,
-                    **switches,
+                    **_phase_figures([r["phases"][schedule] for r in rows]),
                     "load_1min": load,
                     "cpu_speed": speed,
                     **({"profile": point["profile"]} if profile else {}),
@@ -136,6 +137,7 @@ def scheduling_cost(
     params = {
         "repeats": repeats,
         "steps": steps,
+        "alternate": block,
         "model": model,
         "batch_size": batch_size,
         "np": 2,
@@ -145,7 +147,23 @@ def scheduling_cost(
     return {
         "params": params,
         **compare(runs),
-        **({"profile_top": _profile_top(runs)} if profile else {}),
+        **({"profile_top": _profile_top(runs["p3"])} if profile else {}),
+    }
+
+
+def _phase_figures(phases: list[dict[str, Any]]) -> dict[str, float]:
+    """One schedule's figures in one run from its ranks' ``phases`` entries: the job's
+    images per second (the ranks' sum), CPU seconds and context switches per step and rank
+    (a thread woken for a message costs a switch on the rank's core)."""
+    n = sum(int(p["steps"]) for p in phases)
+    return {
+        "img_per_s": sum(float(p["img_per_sec"]) for p in phases),
+        "steps": n,
+        "cpu_s_per_step": sum(float(p["cpu_seconds"]) for p in phases) / n,
+        **{
+            f"{kind}_switches_per_step": sum(int(p[f"{kind}_switches"]) for p in phases) / n
+            for kind in ("voluntary", "involuntary")
+        },
     }
 
 
@@ -190,21 +208,21 @@ def compare(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     }
 
 
-def _profile_top(runs: dict[str, list[dict[str, Any]]], n: int = 15) -> dict[str, Any]:
-    """Per schedule, over all its runs and ranks: the ``n`` functions with the most CPU
-    seconds of their own per timed-and-warm-up step, and the profiled CPU seconds per step."""
+def _profile_top(runs: list[dict[str, Any]], n: int = 15) -> dict[str, Any]:
+    """Over all runs and ranks (both schedules: they alternate within a run): the ``n``
+    functions with the most CPU seconds of their own per step (warm-up included), and the
+    profiled CPU seconds per step."""
     import pstats
 
-    out: dict[str, Any] = {}
-    for schedule, rs in runs.items():
-        files = [str(f) for r in rs for f in sorted(Path(r["profile"]).glob("rank*.prof"))]
-        if not files:
-            continue
-        stats = pstats.Stats(*files)
-        steps = sum(_steps_of(r["run"]) for r in rs)
-        own = stats.stats.items()  # type: ignore[attr-defined]
-        rows = sorted(own, key=lambda kv: kv[1][2], reverse=True)[:n]
-        out[schedule] = {
+    files = [str(f) for r in runs for f in sorted(Path(r["profile"]).glob("rank*.prof"))]
+    if not files:
+        return {}
+    stats = pstats.Stats(*files)
+    steps = sum(_steps_of(r["run"]) for r in runs)
+    own = stats.stats.items()  # type: ignore[attr-defined]
+    rows = sorted(own, key=lambda kv: kv[1][2], reverse=True)[:n]
+    return {
+        "baseline and p3, alternating": {
             "files": files,
             "cpu_s_per_step": stats.total_tt / steps,  # type: ignore[attr-defined]
             "top": [
@@ -216,7 +234,7 @@ def _profile_top(runs: dict[str, list[dict[str, Any]]], n: int = 15) -> dict[str
                 for f, v in rows
             ],
         }
-    return out
+    }
 
 
 def _steps_of(run_dir: str) -> int:

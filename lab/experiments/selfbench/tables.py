@@ -104,14 +104,18 @@ def p3_table(data: dict[str, Any]) -> str:
     met = "met" if cost["met_target"] else "NOT met"
     rows = [
         f"P3 (lab, torch + TCP), {c['model']} batch {c['batch_size']}, 2 ranks on loopback, "
-        f"{c['repeats']} repeats of a run each",
+        + (
+            f"{c['repeats']} runs, each alternating baseline and p3 every {c['alternate']} steps"
+            if c.get("alternate")
+            else f"{c['repeats']} repeats of a run each"
+        ),
         f"baseline {cost['baseline_img_per_s']:>9.1f} img/s   p3 {cost['p3_img_per_s']:>9.1f} img/s"
         " (medians)",
     ]
     if "slowdown_interval" in cost:
         (lo, hi), cover = cost["slowdown_interval"], cost["slowdown_interval_coverage"]
         rows.append(
-            f"p3 slower by {cost['slowdown']:+.2%}, median of the paired repeats "
+            f"p3 slower by {cost['slowdown']:+.2%}, median of the runs' pairs "
             f"({cover:.0%} interval {lo:+.1%} to {hi:+.1%}; target <= "
             f"{cost['target_slowdown']:.0%}: {met}); ratio of medians "
             f"{cost['slowdown_of_medians']:+.2%}"
@@ -122,7 +126,7 @@ def p3_table(data: dict[str, Any]) -> str:
         )
     if cost.get("slowdown_per_repeat"):
         each = ", ".join(f"{x:+.1%}" for x in cost["slowdown_per_repeat"])
-        rows.append(f"p3 slower by, per repeat: {each}")
+        rows.append(f"p3 slower by, per run: {each}")
     if "cpu_overhead" in cost:
         rows.append(
             f"CPU s per step and rank: baseline {cost['baseline_cpu_s_per_step']:.3f}, "
@@ -131,7 +135,7 @@ def p3_table(data: dict[str, Any]) -> str:
         )
     if cost.get("cpu_overhead_per_repeat"):
         each = ", ".join(f"{x:+.1%}" for x in cost["cpu_overhead_per_repeat"])
-        rows.append(f"p3 CPU per step, per repeat: {each}")
+        rows.append(f"p3 CPU per step, per run: {each}")
     if "load_1min" in cost:
         (lo, hi), (s0, s1) = cost["load_1min"], cost["cpu_speed"]
         rows.append(f"load average (1 min) {lo:.1f} to {hi:.1f}, core speed {s0:.1f} to {s1:.1f}")
