@@ -249,11 +249,20 @@ class Worker:
             self.queue.put((k.server, kind, k.id, step, payload), k.layer)
 
     def gradient_ready(self, tensor: int, grad: Any, step: int) -> None:
-        """Backprop produced ``grad`` of one tensor: queue its keys' pushes."""
+        """Backprop produced ``grad`` of one tensor: queue its keys' pushes to other hosts'
+        servers, all at once (the sender wakes once a tensor, not once a slice, and takes
+        them by priority), then hand this host's shard its own."""
         flat = grad.reshape(-1)
-        for k in self.by_tensor.get(tensor, ()):
+        keys = self.by_tensor.get(tensor, ())
+        for k in keys:
             self.trace.slice(step, k.id, "grad")
-            self._send(k, PUSH, step, flat[k.start : k.stop])
+        remote = [k for k in keys if k.server != self.rank or self.local_server is None]
+        if remote:
+            items = [(k.server, PUSH, k.id, step, flat[k.start : k.stop]) for k in remote]
+            self.queue.put_many(items, remote[0].layer)
+        for k in keys:
+            if k.server == self.rank and self.local_server is not None:
+                self._send(k, PUSH, step, flat[k.start : k.stop])
 
     def receive(self, kind: int, key: int, step: int, src: int, payload: Any) -> None:
         k = self.keys[key]

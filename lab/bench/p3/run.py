@@ -128,7 +128,11 @@ def build_side(
         # a server sums a remote push where it arrives, or keeps a copy (Server.borrowed)
         lend = frozenset({PUSH}) if server is not None else frozenset()
         total = cfg.warmup_steps + cfg.steps
-        wire = Wire(rank, expect, total, deliver, into, cfg.slice_elements, lend, cfg.sockbuf)
+        # a server sends its keys' values from its own tensors: the same ones every step
+        steady = frozenset({VALUE}) if server is not None else frozenset()
+        wire = Wire(
+            rank, expect, total, deliver, into, cfg.slice_elements, lend, cfg.sockbuf, steady
+        )
         if server is not None:
             server.borrowed = wire.lent_keys(PUSH)
         wire.start()

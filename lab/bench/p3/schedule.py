@@ -164,6 +164,16 @@ class SendQueue(Generic[T]):
             heapq.heappush(self._heap, (order, next(self._seq), item))
         self._bell.put(True)
 
+    def put_many(self, items: Sequence[T], priority: int = 0) -> None:
+        """``put`` each of ``items`` (all of one priority), under one lock: a getter sees
+        all of them or none."""
+        order = priority if self.by_priority else 0
+        with self._lock:
+            for item in items:
+                heapq.heappush(self._heap, (order, next(self._seq), item))
+        for _ in items:
+            self._bell.put(True)
+
     def get(self) -> T | None:
         self._bell.get()
         with self._lock:

@@ -163,6 +163,8 @@ class Wire:
         lend: kinds whose payload ``deliver`` gets as a view of a receive buffer reused for
             the next message, valid only until it returns (it copies what it keeps).
         sockbuf: the sockets' kernel buffers in bytes (0: the kernel's).
+        steady: kinds whose payload for a key is the same tensor in every message (a
+            server's values: its shard's own tensors), so their bytes are looked up once.
     """
 
     def __init__(
@@ -175,6 +177,7 @@ class Wire:
         inline: int = 40_000,
         lend: frozenset[int] = frozenset(),
         sockbuf: int = 0,
+        steady: frozenset[int] = frozenset(),
     ) -> None:
         import torch
 
@@ -182,7 +185,6 @@ class Wire:
         self.threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self.errors: list[BaseException] = []
-        self.sent_bytes: collections.Counter[int] = collections.Counter()  # per step
         self.peers = {}
         into = into or {}
         for peer, per_step in expect.items():
@@ -197,7 +199,25 @@ class Wire:
             self.peers[peer] = (targets, lent, scratch)
         self.socks = connect_peers(rank, sorted(expect), sockbuf)
         self.socket_buffers = [_buffer_sizes(s) for s in self.socks.values()]
-        self._send_locks = {peer: threading.Lock() for peer in self.socks}
+        # per peer: its socket, the lock that keeps two threads' messages to it whole, and
+        # the bytes handed to it per step (counted under that lock)
+        self._out = {
+            peer: (sock, threading.Lock(), collections.Counter[int]())
+            for peer, sock in self.socks.items()
+        }
+        # a steady kind's payload for a key is the same tensor every step (a server's
+        # values): its bytes' view is made once
+        self._steady = steady
+        self._views: dict[tuple[int, int], memoryview] = {}
+
+    @property
+    def sent_bytes(self) -> collections.Counter[int]:
+        """Bytes handed to the kernel per step (headers and payloads), to all peers."""
+        total: collections.Counter[int] = collections.Counter()
+        for _, lock, sent in self._out.values():
+            with lock:
+                total.update(sent)
+        return total
 
     def lent_keys(self, kind: int) -> frozenset[int]:
         """The keys whose ``kind`` messages ``deliver`` gets lent (see ``lend``), from any peer."""
@@ -215,15 +235,19 @@ class Wire:
         payload) per step in ``sent_bytes``, before handing them over, so that once a peer
         has a message its bytes are counted here."""
         n = 0 if payload is None else payload.numel()
-        with self._lock:
-            self.sent_bytes[step] += 4 * (HEADER + n)
         header = _HEADER.pack(kind, key, step, n)
-        sock = self.socks[dst]
-        with self._send_locks[dst]:
+        sock, lock, sent_bytes = self._out[dst]
+        with lock:
+            sent_bytes[step] += 4 * (HEADER + n)
             if not n:
                 sock.sendall(header)
                 return
-            body = _bytes(payload)
+            if kind in self._steady:
+                body = self._views.get((kind, key))
+                if body is None:
+                    body = self._views[(kind, key)] = _bytes(payload)
+            else:
+                body = _bytes(payload)
             sent = sock.sendmsg((header, body))  # a blocking socket takes it all but for a signal
             if sent < len(header):
                 sock.sendall(header[sent:])
@@ -244,6 +268,7 @@ class Wire:
         sock = self.socks[peer]
         targets, _, scratch = self.peers[peer]
         scratch_bytes = _bytes(scratch)
+        lent_views: dict[int, Any] = {}  # the scratch buffer's first n elements, per n
         header = bytearray(_HEADER.size)
         header_view = memoryview(header)
         try:
@@ -261,7 +286,9 @@ class Wire:
                     _read_into(sock, into)
                 else:  # lent: the reused buffer, until deliver returns
                     _read_into(sock, scratch_bytes[: 4 * n])
-                    data = scratch[:n]
+                    data = lent_views.get(n)
+                    if data is None:
+                        data = lent_views[n] = scratch[:n]
                 self.deliver(kind, key, step, peer, data)
         except BaseException as e:  # surfaced by the main loop
             log.exception("receiving from rank %d failed", peer)
