@@ -214,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     emit(
         "header", rank=rank, world_size=world, model=cfg.model, params=n_params,
         backend=f"p3-{cfg.schedule}", engine="torch + TCP", torch=torch.__version__,
-        schedule=cfg.schedule, servers=cfg.servers or world, keys=len(side.keys),
+        schedule=cfg.schedule, servers=cfg.servers or world, keys=len(sides[cfg.schedule].keys),
         slice_elements=cfg.slice_elements, batch_size=cfg.batch_size, image_size=size,
         warmup_steps=cfg.warmup_steps, steps=cfg.steps, lr=cfg.lr, sockbuf=cfg.sockbuf,
         socket_buffers=sockets, alternate=cfg.alternate,
