@@ -174,6 +174,10 @@ def test_timeline_draws_one_iteration_with_server_updates_and_next_waits() -> No
     assert v.status is Status.NOT_REPRODUCED  # layer 0 came back after the big layer
     fig = figures.iteration_timeline({"p3": bars})
     assert {t.name for t in fig.data} == kinds
+    # every row carries its name (plotly drops overlapping category labels), with room for it
+    rows = set(bars["row"])
+    assert set(fig.layout.yaxis.tickvals) == rows
+    assert fig.layout.height >= figures.ROW_PX * len(rows)
 
 
 def test_figures_show_every_arm_and_the_published_peaks() -> None:

@@ -77,6 +77,9 @@ def gain_vs_bandwidth(table: pd.DataFrame, caption: str = "") -> go.Figure:
     return style(fig, caption=caption, sources=sources)
 
 
+ROW_PX = 15  # a timeline row: an 11-12 px label and a little air
+
+
 def iteration_timeline(bars: Mapping[str, pd.DataFrame], caption: str = "") -> go.Figure:
     """One iteration per schedule as a Gantt chart: rows are (layer, what), bars start and
     end in seconds from the iteration's start (``lab.experiments.p3.analysis.timeline``)."""
@@ -84,6 +87,7 @@ def iteration_timeline(bars: Mapping[str, pd.DataFrame], caption: str = "") -> g
     fig = make_subplots(rows=len(names), cols=1, shared_xaxes=True, vertical_spacing=0.04,
                         subplot_titles=[LABELS.get(n, n) for n in names])  # fmt: skip
     shown: set[str] = set()
+    rows = max((bars[n]["row"].nunique() for n in names), default=1)
     for i, name in enumerate(names, 1):
         df = bars[name]
         order = sorted(df["row"].unique(), key=lambda r: (-int(r.split()[0][1:]), r))
@@ -95,13 +99,17 @@ def iteration_timeline(bars: Mapping[str, pd.DataFrame], caption: str = "") -> g
                 hovertemplate="%{y}: %{base:.3f}–%{x:.3f} s<extra>" + kind + "</extra>",
             ), row=i, col=1)  # fmt: skip
             shown.add(kind)
-        fig.update_yaxes(categoryorder="array", categoryarray=order, row=i, col=1)
+        # every row named: plotly drops category labels that would overlap, and a bar
+        # whose row has no name cannot be read (hence the height below)
+        fig.update_yaxes(categoryorder="array", categoryarray=order, tickmode="array",
+                         tickvals=order, row=i, col=1)  # fmt: skip
     fig.update_layout(
         barmode="overlay",
         title="One iteration: backward, each slice's push / server / return, next forward wait",
     )
     fig.update_xaxes(title_text="seconds from the iteration's start", row=len(names), col=1)
-    return style(fig, caption=caption, height=max(520, 240 * len(names) + 120))
+    per_plot = max(240, ROW_PX * rows + 60)  # rows of a subplot, each tall enough for its label
+    return style(fig, caption=caption, height=per_plot * len(names) + 120)
 
 
 def figure_caption(scale: str, cluster: Any, extra: str = "") -> str:
