@@ -10,6 +10,12 @@ if a next one started, and the wait for its own values is the summary's ``drain_
 a summary, and for the last ``--trace-steps`` steps ``event`` records named
 ``slice`` (per key: grad, push_start, push_sent, update, ack, pull_sent, value, in
 seconds from the step's start) and ``layer`` (backward end, forward wait start and end).
+
+With ``--alternate K`` one job runs two parameter servers over the same parameters,
+``baseline`` and the run's schedule, taking turns every K timed steps (``Side``,
+``schedule_at``): each step's record names its schedule, and the summary's ``phases``
+gives each schedule's figures, so that the two are compared a second apart rather than
+one run apart (lab.experiments.selfbench.p3).
 """
 
 from __future__ import annotations
