@@ -71,7 +71,6 @@ class Side:
     """One schedule's parameter server on this host: its keys, this host's worker and
     server shard, and the sockets they talk over (none in a one-host run)."""
 
-    schedule: str
     keys: list[Any]
     worker: Worker
     server: Server | None
@@ -143,7 +142,7 @@ def build_side(
             server.borrowed = wire.lent_keys(PUSH)
         wire.start()
         dist.barrier()
-    return Side(schedule, keys, worker, server, wire)
+    return Side(keys, worker, server, wire)
 
 
 def schedules_of(cfg: P3Config) -> list[str]:
@@ -282,9 +281,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for st, n in each.wire.sent_bytes.items()
             if st >= cfg.warmup_steps
         )
-    phases = (
-        _phases(cfg, starts, cpu_starts, switches) if cfg.alternate else {}
-    )  # per schedule, when the run alternates
+    # per schedule, when the run alternates
+    phases = _phases(cfg, starts, cpu_starts, switches) if cfg.alternate else {}
     emit("summary", rank=rank, world_size=world, img_per_sec=round(sum(timed) / len(timed), 3),
          steps=len(timed), unit="img/sec per rank", schedule=cfg.schedule,
          timed_seconds=round(timed_s, 6), drain_seconds=round(end - computed, 6),

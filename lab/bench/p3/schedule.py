@@ -159,13 +159,10 @@ class SendQueue(Generic[T]):
         self._bell: queue.SimpleQueue[bool] = queue.SimpleQueue()
 
     def put(self, item: T, priority: int = 0) -> None:
-        order = priority if self.by_priority else 0
-        with self._lock:
-            heapq.heappush(self._heap, (order, next(self._seq), item))
-        self._bell.put(True)
+        self.put_many((item,), priority)
 
     def put_many(self, items: Sequence[T], priority: int = 0) -> None:
-        """``put`` each of ``items`` (all of one priority), under one lock: a getter sees
+        """Queue each of ``items`` (all of one priority) under one lock: a getter sees
         all of them or none."""
         order = priority if self.by_priority else 0
         with self._lock:

@@ -18,7 +18,7 @@
   the ranks' headers, and their first two steps (traces and first collectives), which every
   point of a smoke sweep pays: lab.experiments.selfbench.first_step.
 - ``p3``: P3's parameter server: p3 against baseline on loopback (the cost of its scheduling
-  where the network has nothing to give; target: the median of the paired repeats at most
+  where the network has nothing to give; target: the median over runs of the paired slowdown at most
   3% slower), and the payload bytes/s
   each host achieves against a tc-shaped link on an emulated 2-host cluster (root only):
   lab.experiments.selfbench.p3.
@@ -88,7 +88,12 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--first-step-repeats", type=int, default=3, help="launches per system (first-step)"
     )
-    p.add_argument("--p3-repeats", type=int, default=7, help="runs per schedule (p3, loopback)")
+    p.add_argument(
+        "--p3-repeats",
+        type=int,
+        default=7,
+        help="runs, each alternating both schedules (p3, loopback)",
+    )
     # 8 timed steps (~1 s) read -1.8 ... +10.8 % per repeat on a quiet machine: one stall of
     # the other rank's core moved a repeat by several per cent. 24 steps (~1 s since the
     # messages go over TCP) still read -10 ... +31 %: within a run, steps went from ~78 to
